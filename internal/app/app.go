@@ -1,0 +1,189 @@
+// Package app is the composition root: it builds a role from a
+// config.Config (backends, namespace, authorizer, metrics, front-end),
+// owns the listener and the shutdown order, and nothing else. Tests build
+// servers the same way, handing over a 127.0.0.1:0 listener.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/checksum"
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/storage/posix"
+)
+
+// Server is a data server built from configuration.
+type Server struct {
+	cfg      config.Server
+	log      *slog.Logger
+	http     *http.Server
+	backends []*posix.Backend
+	handler  http.Handler
+}
+
+// NewServer builds a server. reg receives its metrics (a fresh registry in
+// tests; the process registry in main).
+func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg.Server, log: log}
+	var exports []storage.Export
+	var rules []auth.ExportRule
+	for i, e := range cfg.Server.Exports {
+		var store checksum.Store = &checksum.MemoryStore{}
+		if cfg.Server.Checksums.SidecarDir != "" {
+			store = &checksum.SidecarStore{Dir: fmt.Sprintf("%s/export-%d", cfg.Server.Checksums.SidecarDir, i)}
+		}
+		be, err := posix.New(e.Path, posix.Options{
+			Checksums: &checksum.XattrStore{Fallback: store},
+			OnWrite:   cfg.Server.Checksums.OnWrite,
+		})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("export %s: %w", e.Prefix, err)
+		}
+		s.backends = append(s.backends, be)
+		exports = append(exports, storage.Export{Prefix: e.Prefix, Backend: be})
+		rules = append(rules, auth.ExportRule{Prefix: "/" + strings.Trim(e.Prefix, "/"), ReadOnly: e.ReadOnly})
+	}
+	ns, err := storage.NewNamespace(exports...)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	m := metrics.NewHTTP(reg, "server")
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	data := httpserve.New(httpserve.Options{
+		Namespace:   ns,
+		Auth:        auth.ExportPolicy{Rules: rules},
+		Log:         log.With("component", "http"),
+		Metrics:     m,
+		MaxRanges:   cfg.Server.HTTP.MaxRanges,
+		MakeParents: cfg.Server.HTTP.MakeParents,
+	})
+	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
+	// No ServeMux in front of data: it would answer unclean paths
+	// ("/a/../b") with a redirect to the cleaned one, resolving ".." on the
+	// client's behalf. Admin endpoints are exact GET paths; the rest is data.
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			switch r.URL.Path {
+			case "/metrics":
+				metricsH.ServeHTTP(w, r)
+				return
+			case "/healthz":
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok\n")
+				return
+			}
+		}
+		dataH.ServeHTTP(w, r)
+	})
+	s.handler = mux
+	s.http = &http.Server{
+		Handler:           mux,
+		MaxHeaderBytes:    cfg.Server.HTTP.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.Server.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "net/http").Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				m.Connections.Inc()
+			case http.StateClosed, http.StateHijacked:
+				m.Connections.Dec()
+			}
+		},
+	}
+	if cfg.Server.TLS.Enabled() {
+		cert, err := tls.LoadX509KeyPair(cfg.Server.TLS.Cert, cfg.Server.TLS.Key)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("server.tls: %w", err)
+		}
+		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return s, nil
+}
+
+// Handler is the server's whole HTTP handler (for in-process tests).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve serves on ln until ctx is cancelled, then shuts down gracefully:
+// stop accepting, let in-flight requests finish for up to
+// shutdown_timeout, then close what remains.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	scheme := "http"
+	if s.http.TLSConfig != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, s.http.TLSConfig)
+	}
+	s.log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "exports", len(s.backends))
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("in-flight requests did not finish in time; closing their connections")
+		err = s.http.Close()
+	}
+	<-errc
+	return err
+}
+
+// Close releases the export directories.
+func (s *Server) Close() {
+	for _, b := range s.backends {
+		b.Close()
+	}
+}
+
+// Listen opens the configured address.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// NewLogger builds the process logger from config.Log.
+func NewLogger(c config.Log, w io.Writer) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/wanda-fed/wanda/internal/app"
+	"github.com/wanda-fed/wanda/internal/config"
+)
+
+func newServerCmd() *cobra.Command {
+	var (
+		cfgFile, listen, logLevel, logFormat string
+		exports, exportsRO                   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
+		Short: "Serve local directories over HTTP/WebDAV",
+		Long: `Serve local directories under logical prefixes over HTTP(S)/WebDAV.
+
+  wanda server --export /store=/srv/data --listen 127.0.0.1:1094
+  wanda server --config /etc/wanda/server.yaml
+
+Flags override the config file; --export adds to its exports.
+/metrics (Prometheus) and /healthz are served on the same port.`,
+		Args: nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if cfgFile != "" {
+				var err error
+				if cfg, err = config.Load(cfgFile); err != nil {
+					return err
+				}
+			}
+			for _, spec := range exports {
+				e, err := parseExport(spec, false)
+				if err != nil {
+					return err
+				}
+				cfg.Server.Exports = append(cfg.Server.Exports, e)
+			}
+			for _, spec := range exportsRO {
+				e, err := parseExport(spec, true)
+				if err != nil {
+					return err
+				}
+				cfg.Server.Exports = append(cfg.Server.Exports, e)
+			}
+			if cmd.Flags().Changed("listen") {
+				cfg.Server.Listen = listen
+			}
+			if cmd.Flags().Changed("log-level") {
+				cfg.Log.Level = logLevel
+			}
+			if cmd.Flags().Changed("log-format") {
+				cfg.Log.Format = logFormat
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			log := app.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := app.Listen(cfg.Server.Listen)
+			if err != nil {
+				return err
+			}
+			return srv.Serve(cmd.Context(), ln)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.StringArrayVar(&exports, "export", nil, "export a directory: PREFIX=DIR (repeatable)")
+	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
+	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// parseExport parses PREFIX=DIR.
+func parseExport(spec string, ro bool) (config.Export, error) {
+	prefix, dir, ok := strings.Cut(spec, "=")
+	if !ok || prefix == "" || dir == "" {
+		return config.Export{}, usagef("--export %q: want PREFIX=DIR, e.g. /store=/srv/data", spec)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return config.Export{}, fmt.Errorf("--export %q: %w", spec, err)
+	}
+	return config.Export{Prefix: prefix, Path: abs, ReadOnly: ro}, nil
+}

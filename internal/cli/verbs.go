@@ -1,0 +1,291 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wanda-fed/wanda/internal/checksum"
+	"github.com/wanda-fed/wanda/internal/client"
+)
+
+// remoteURL checks that a verb's argument is an http(s) URL.
+func remoteURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", usagef("%q is not an http:// or https:// URL", s)
+	}
+	return s, nil
+}
+
+func newGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get URL [DEST]",
+		Short: "Download a file (checksum-verified, atomic)",
+		Args:  nArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[0])
+			if err != nil {
+				return err
+			}
+			pu, _ := url.Parse(u)
+			dest := path.Base(pu.Path)
+			if len(args) == 2 {
+				dest = args[1]
+			}
+			if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+				dest = filepath.Join(dest, path.Base(pu.Path))
+			}
+			start := time.Now()
+			n, err := client.New().Download(cmd.Context(), u, dest)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s in %s (%s)\n", u, dest, human(n), time.Since(start).Round(time.Millisecond), rate(n, time.Since(start)))
+			return nil
+		},
+	}
+}
+
+func newPutCmd() *cobra.Command {
+	var noReplace bool
+	cmd := &cobra.Command{
+		Use:   "put SRC URL",
+		Short: "Upload a file (adler32 verified by the server, atomic)",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[1])
+			if err != nil {
+				return err
+			}
+			if strings.HasSuffix(u, "/") {
+				u += filepath.Base(args[0])
+			}
+			start := time.Now()
+			n, err := client.New().Upload(cmd.Context(), args[0], u, noReplace)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s in %s (%s)\n", args[0], u, human(n), time.Since(start).Round(time.Millisecond), rate(n, time.Since(start)))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noReplace, "no-replace", false, "fail if the destination exists")
+	return cmd
+}
+
+func newLsCmd() *cobra.Command {
+	var long, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls URL",
+		Short: "List a directory",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[0])
+			if err != nil {
+				return err
+			}
+			infos, err := client.New().List(cmd.Context(), u)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(infos)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			for _, in := range infos {
+				name := in.Name
+				if in.IsDir {
+					name += "/"
+				}
+				if long {
+					kind := "-"
+					if in.IsDir {
+						kind = "d"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t %s\t %s\t\n", kind, in.Size, in.ModTime.UTC().Format("2006-01-02 15:04:05"), name)
+				} else {
+					fmt.Fprintln(out, name)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show type, size and modification time")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newStatCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stat URL",
+		Short: "Show size, type and modification time",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[0])
+			if err != nil {
+				return err
+			}
+			in, err := client.New().Stat(cmd.Context(), u)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(in)
+			}
+			kind := "file"
+			if in.IsDir {
+				kind = "directory"
+			}
+			fmt.Fprintf(out, "url:      %s\ntype:     %s\nsize:     %d (%s)\nmodified: %s\n", in.URL, kind, in.Size, human(in.Size), in.ModTime.UTC().Format(time.RFC3339))
+			if in.Checksums != "" {
+				fmt.Fprintf(out, "checksum: %s\n", in.Checksums)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newRmCmd() *cobra.Command {
+	var recursive bool
+	cmd := &cobra.Command{
+		Use:   "rm URL...",
+		Short: "Remove files (and directories with -r)",
+		Args:  nArgs(1, 1<<20),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := client.New()
+			for _, a := range args {
+				u, err := remoteURL(a)
+				if err != nil {
+					return err
+				}
+				if err := c.Remove(cmd.Context(), u, recursive); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their contents")
+	return cmd
+}
+
+func newMkdirCmd() *cobra.Command {
+	var parents bool
+	cmd := &cobra.Command{
+		Use:   "mkdir URL...",
+		Short: "Create directories",
+		Args:  nArgs(1, 1<<20),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := client.New()
+			for _, a := range args {
+				u, err := remoteURL(a)
+				if err != nil {
+					return err
+				}
+				if err := c.Mkdir(cmd.Context(), u, parents); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&parents, "parents", "p", false, "create parents as needed; no error if it exists")
+	return cmd
+}
+
+func newCatCmd() *cobra.Command {
+	var byteRange string
+	cmd := &cobra.Command{
+		Use:   "cat URL [--range a-b]",
+		Short: "Write a file, or a byte range of it, to stdout",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[0])
+			if err != nil {
+				return err
+			}
+			if byteRange != "" && !validRange(byteRange) {
+				return usagef("--range %q: want a-b, a- or -n (bytes, inclusive)", byteRange)
+			}
+			_, err = client.New().Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&byteRange, "range", "", "byte range a-b (inclusive), a- or -n")
+	return cmd
+}
+
+func validRange(s string) bool {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok || (a == "" && b == "") || strings.Contains(b, "-") {
+		return false
+	}
+	for _, c := range a + b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func newSumCmd() *cobra.Command {
+	var alg string
+	cmd := &cobra.Command{
+		Use:   "sum URL --alg adler32|crc32c|md5|sha256",
+		Short: "Print the server's checksum of a file",
+		Args:  nArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := remoteURL(args[0])
+			if err != nil {
+				return err
+			}
+			if checksum.Canonical(alg) == "" {
+				return usagef("--alg %q: known algorithms are %s", alg, strings.Join(checksum.Names, ", "))
+			}
+			sum, err := client.New().Checksum(cmd.Context(), u, alg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", checksum.Canonical(alg), checksum.Hex(sum), u)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&alg, "alg", "adler32", "checksum algorithm")
+	return cmd
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func rate(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MB/s", float64(n)/d.Seconds()/1e6)
+}

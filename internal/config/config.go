@@ -1,0 +1,188 @@
+// Package config holds wanda's configuration as plain structs with
+// Default() and Validate(). Files are strict YAML: an unknown key is an
+// error that names the key's full path and line, so a typo never silently
+// turns a setting off. Field comments are the user's documentation
+// (docs/config.md mirrors them).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is a whole configuration file.
+type Config struct {
+	Server Server `yaml:"server"`
+	Log    Log    `yaml:"log"`
+}
+
+// Server is the data server role.
+type Server struct {
+	// Listen is the address for HTTP(S), e.g. "127.0.0.1:1094".
+	Listen string `yaml:"listen"`
+	// Exports map logical prefixes to local directories.
+	Exports []Export `yaml:"exports"`
+	// TLS enables HTTPS when both files are set.
+	TLS TLS `yaml:"tls"`
+	// HTTP tunes the HTTP front-end.
+	HTTP HTTP `yaml:"http"`
+	// Checksums configures checksum computation and caching.
+	Checksums Checksums `yaml:"checksums"`
+	// ShutdownTimeout bounds how long in-flight requests may run after
+	// SIGINT/SIGTERM before connections are closed.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Export is one logical prefix served from one local directory.
+type Export struct {
+	// Prefix is the logical path, e.g. "/store".
+	Prefix string `yaml:"prefix"`
+	// Path is the local directory.
+	Path string `yaml:"path"`
+	// ReadOnly refuses PUT, DELETE, MKCOL and MOVE under this prefix.
+	ReadOnly bool `yaml:"read_only"`
+}
+
+// TLS holds the certificate and key (PEM files).
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" }
+
+// HTTP tunes the HTTP front-end.
+type HTTP struct {
+	// MaxRanges is the most byte ranges one request may ask for; more get
+	// 416. ROOT and uproot vector reads send hundreds to thousands.
+	MaxRanges int `yaml:"max_ranges"`
+	// MaxHeaderBytes bounds request headers (a 1024-range header is ~20 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MakeParents lets PUT create missing parent directories.
+	MakeParents bool `yaml:"make_parents"`
+	// ReadHeaderTimeout bounds the time to receive request headers.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// Checksums configures checksums.
+type Checksums struct {
+	// OnWrite lists algorithms computed while an upload streams in, so the
+	// first query after it is free.
+	OnWrite []string `yaml:"on_write"`
+	// SidecarDir stores checksums where the filesystem has no user xattrs;
+	// empty keeps them in memory only.
+	SidecarDir string `yaml:"sidecar_dir"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text or json.
+	Format string `yaml:"format"`
+}
+
+// Default returns the defaults every file and flag starts from.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Listen: "127.0.0.1:1094",
+			HTTP: HTTP{
+				MaxRanges:         4096,
+				MaxHeaderBytes:    256 << 10,
+				MakeParents:       true,
+				ReadHeaderTimeout: 30 * time.Second,
+				IdleTimeout:       2 * time.Minute,
+			},
+			Checksums:       Checksums{OnWrite: []string{"adler32"}},
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// Load reads a file over the defaults.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := DecodeStrict(b, &cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks the whole configuration and reports every problem.
+func (c Config) Validate() error {
+	var errs []error
+	s := c.Server
+	if s.Listen == "" {
+		errs = append(errs, errors.New("server.listen: empty"))
+	}
+	if len(s.Exports) == 0 {
+		errs = append(errs, errors.New("server.exports: nothing exported (give --export PREFIX=DIR or server.exports in the config)"))
+	}
+	seen := map[string]bool{}
+	for i, e := range s.Exports {
+		key := fmt.Sprintf("server.exports[%d]", i)
+		if !strings.HasPrefix(e.Prefix, "/") {
+			errs = append(errs, fmt.Errorf("%s.prefix: %q must start with /", key, e.Prefix))
+		}
+		if strings.Contains(e.Prefix, "..") {
+			errs = append(errs, fmt.Errorf("%s.prefix: %q must not contain ..", key, e.Prefix))
+		}
+		p := "/" + strings.Trim(e.Prefix, "/")
+		if seen[p] {
+			errs = append(errs, fmt.Errorf("%s.prefix: %q exported twice", key, e.Prefix))
+		}
+		seen[p] = true
+		if e.Path == "" {
+			errs = append(errs, fmt.Errorf("%s.path: empty", key))
+		} else if fi, err := os.Stat(e.Path); err != nil {
+			errs = append(errs, fmt.Errorf("%s.path: %w", key, err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s.path: %s is not a directory", key, e.Path))
+		}
+	}
+	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
+		errs = append(errs, errors.New("server.tls: give both cert and key"))
+	}
+	if s.HTTP.MaxRanges < 1 {
+		errs = append(errs, errors.New("server.http.max_ranges: must be at least 1"))
+	}
+	if s.HTTP.MaxHeaderBytes < 32<<10 {
+		errs = append(errs, errors.New("server.http.max_header_bytes: must be at least 32768"))
+	}
+	for i, a := range s.Checksums.OnWrite {
+		if !knownAlg(a) {
+			errs = append(errs, fmt.Errorf("server.checksums.on_write[%d]: unknown algorithm %q (adler32, crc32c, md5, sha256)", i, a))
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+	}
+	return errors.Join(errs...)
+}
+
+func knownAlg(a string) bool {
+	switch strings.ToLower(a) {
+	case "adler32", "crc32c", "md5", "sha256":
+		return true
+	}
+	return false
+}

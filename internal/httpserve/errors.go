@@ -1,0 +1,101 @@
+package httpserve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/httprange"
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// Error is an error with the HTTP status it should be answered with. The
+// message is shown to the client; Err (if any) only in the log.
+type Error struct {
+	Status int
+	Msg    string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error.
+func Errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error to a status and a message for the client. Errors
+// from storage and auth carry their context in their text (operation, path);
+// unknown errors answer 500 with a generic text and are logged in full.
+func statusOf(err error) (int, string) {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Status, he.Msg
+	}
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized, err.Error()
+	case errors.Is(err, auth.ErrForbidden):
+		return http.StatusForbidden, err.Error()
+	case errors.Is(err, storage.ErrEscapes):
+		return http.StatusForbidden, "path escapes its export"
+	case errors.Is(err, storage.ErrNotFound):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, storage.ErrBadPath):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, storage.ErrPermission), errors.Is(err, storage.ErrReadOnly):
+		return http.StatusForbidden, err.Error()
+	case errors.Is(err, storage.ErrExist), errors.Is(err, storage.ErrIsDir),
+		errors.Is(err, storage.ErrNotDir), errors.Is(err, storage.ErrNotEmpty):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, storage.ErrShortWrite):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, httprange.ErrMalformed), errors.Is(err, httprange.ErrTooMany),
+		errors.Is(err, httprange.ErrUnsatisfiable):
+		return http.StatusRequestedRangeNotSatisfiable, err.Error()
+	case errors.Is(err, storage.ErrUnsupported):
+		return http.StatusNotImplemented, err.Error()
+	case isCancel(err):
+		return 499, "client closed request"
+	}
+	return http.StatusInternalServerError, "internal server error"
+}
+
+// writeError answers err. If the response has started there is nothing to
+// say any more: the connection is aborted so the client sees a truncated
+// transfer, never a short body that looks complete.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := statusOf(err)
+	if rec, ok := w.(*recorder); ok {
+		rec.err = err
+		if rec.wroteHeader {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if status == 499 {
+		return
+	}
+	hdr := w.Header()
+	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges", "Digest", "Repr-Digest"} {
+		hdr.Del(k)
+	}
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if wantsJSON(r) {
+		hdr.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "error": msg})
+		return
+	}
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, msg)
+}

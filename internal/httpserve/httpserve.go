@@ -1,0 +1,155 @@
+// Package httpserve is the HTTP/WebDAV front-end: it parses requests, asks
+// the auth.Authorizer, calls a storage.Backend through a storage.Namespace,
+// and maps errors to status codes in one place (errors.go). It knows nothing
+// of disks, caches or redirectors, so a server, a cache and (later) a
+// redirector are this same front-end over different cores.
+//
+// Data is sent zero-copy where the kernel allows: a whole file, a single
+// range and each large part of a multi-range answer go out with sendfile(2)
+// via io.Copy from the *os.File to the connection.
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// Options configure a Handler. Zero values take the defaults in
+// config.HTTP.
+type Options struct {
+	Namespace *storage.Namespace
+	Auth      auth.Authorizer
+	Log       *slog.Logger
+	Metrics   *metrics.HTTP
+	// MaxRanges bounds the ranges of one request (416 beyond).
+	MaxRanges int
+	// MakeParents lets PUT create missing parent directories.
+	MakeParents bool
+	// ReadOnlyChecksums lists algorithms answered to Want-Digest; nil means
+	// every algorithm the checksum package knows.
+	Checksums []string
+}
+
+// Handler serves the data namespace. Build it with New.
+type Handler struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a Handler.
+func New(opts Options) *Handler {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxRanges == 0 {
+		opts.MaxRanges = 4096
+	}
+	if opts.Auth == nil {
+		opts.Auth = auth.ExportPolicy{}
+	}
+	return &Handler{opts: opts, log: opts.Log}
+}
+
+// ServeHTTP dispatches by method; every handler returns an error that
+// writeError turns into the answer.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := w.(*recorder); !ok {
+		w = &recorder{ResponseWriter: w, status: http.StatusOK}
+	}
+	var err error
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		err = h.get(w, r)
+	case http.MethodPut:
+		err = h.put(w, r)
+	case http.MethodDelete:
+		err = h.delete(w, r)
+	case "MKCOL":
+		err = h.mkcol(w, r)
+	case "MOVE":
+		err = h.move(w, r)
+	case "PROPFIND":
+		err = h.propfind(w, r)
+	case http.MethodOptions:
+		err = h.options(w, r)
+	default:
+		w.Header().Set("Allow", allowed)
+		err = Errorf(http.StatusMethodNotAllowed, "method %s not supported", r.Method)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+	}
+}
+
+const allowed = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND"
+
+func (h *Handler) options(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Allow", allowed)
+	w.Header().Set("DAV", "1")
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// target is a request path resolved to an export.
+type target struct {
+	logical string // cleaned, no leading slash
+	export  storage.Export
+	rel     string
+	found   bool // an export covers it
+}
+
+// URLPath is the logical path as a URL path ("/store/a").
+func (t target) URLPath() string { return "/" + t.logical }
+
+// resolve cleans a request path and finds its export. A path with ".."
+// segments is refused (403), never resolved.
+func (h *Handler) resolve(p string) (target, error) {
+	clean, err := storage.CleanPath(p)
+	if err != nil {
+		return target{}, err
+	}
+	e, rel, ok := h.opts.Namespace.Resolve(clean)
+	return target{logical: clean, export: e, rel: rel, found: ok}, nil
+}
+
+// authorize asks the Authorizer about op on t.
+func (h *Handler) authorize(ctx context.Context, r *http.Request, op auth.Op, t target) error {
+	return h.opts.Auth.Authorize(ctx, auth.Request{Op: op, Path: t.URLPath(), Peer: r.RemoteAddr})
+}
+
+// open resolves, authorizes and requires an export.
+func (h *Handler) open(r *http.Request, op auth.Op) (target, error) {
+	t, err := h.resolve(r.URL.Path)
+	if err != nil {
+		return t, err
+	}
+	if err := h.authorize(r.Context(), r, op, t); err != nil {
+		return t, err
+	}
+	if !t.found {
+		return t, errNoExport(t)
+	}
+	return t, nil
+}
+
+func errNoExport(t target) error {
+	return Errorf(http.StatusNotFound, "%s: no export covers this path", t.URLPath())
+}
+
+// isCancel reports a client that went away.
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// wantsJSON reports whether the client prefers JSON.
+func wantsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}

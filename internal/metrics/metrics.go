@@ -1,0 +1,51 @@
+// Package metrics builds wanda's Prometheus metric sets from an injected
+// prometheus.Registerer: no globals, so tests and several roles in one
+// process each get their own registry.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// HTTP are the metrics of an HTTP front-end.
+type HTTP struct {
+	Requests    *prometheus.CounterVec   // method, code
+	Duration    *prometheus.HistogramVec // method
+	BytesOut    prometheus.Counter
+	BytesIn     prometheus.Counter
+	InFlight    prometheus.Gauge
+	Connections prometheus.Gauge
+	Errors      *prometheus.CounterVec // kind
+}
+
+// NewHTTP registers the HTTP metric set with reg under the given role label
+// ("server", "cache", "redirector").
+func NewHTTP(reg prometheus.Registerer, role string) *HTTP {
+	c := prometheus.Labels{"role": role}
+	m := &HTTP{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wanda_http_requests_total", Help: "HTTP requests by method and status code.", ConstLabels: c,
+		}, []string{"method", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "wanda_http_request_duration_seconds", Help: "Time to answer an HTTP request, to the last byte.", ConstLabels: c,
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"method"}),
+		BytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_http_sent_bytes_total", Help: "Response body bytes sent.", ConstLabels: c,
+		}),
+		BytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_http_received_bytes_total", Help: "Request body bytes received.", ConstLabels: c,
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wanda_http_requests_in_flight", Help: "Requests being served.", ConstLabels: c,
+		}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wanda_http_open_connections", Help: "Open client connections.", ConstLabels: c,
+		}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wanda_http_errors_total", Help: "Requests that ended in an error, by kind.", ConstLabels: c,
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.Errors)
+	return m
+}
