@@ -186,4 +186,3 @@ func NewLogger(c config.Log, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-

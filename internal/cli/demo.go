@@ -114,4 +114,3 @@ func join(s []string) string {
 	}
 	return out
 }
-

@@ -1,0 +1,59 @@
+# wanda — see README.md. Every target works on a fresh clone.
+GO        ?= go
+BIN       := bin/wanda
+VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
+export CGO_ENABLED ?= 0
+
+.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-go bench-serve clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/wanda
+
+## demo: sample data + a server on loopback + the client verbs; Ctrl-C to stop.
+demo: build
+	./$(BIN) demo
+
+## test: unit tests with the race detector, then integration and interop tests.
+test: test-unit test-interop
+
+test-unit:
+	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /internal/interop)
+
+test-interop: build
+	$(GO) test -count=1 -timeout 15m ./internal/interop/...
+
+## check: what CI's core is made of.
+check: fmt vet staticcheck tidy-check test
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+tidy-check:
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+## fuzz: a short run of every fuzz target.
+fuzz:
+	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=30s ./internal/httprange
+	$(GO) test -run=^$$ -fuzz=FuzzCleanPath -fuzztime=30s ./internal/storage
+
+## bench-go: hot-path micro benchmarks.
+bench-go:
+	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve
+
+## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
+bench-serve: build
+	./scripts/bench-serve.sh
+
+bench: bench-go bench-serve
+
+clean:
+	rm -rf bin
