@@ -86,6 +86,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	hdr := w.Header()
 	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges", "Digest", "Repr-Digest"} {
+		if k == "Content-Range" && status == http.StatusRequestedRangeNotSatisfiable {
+			continue // "bytes */size" tells the client the size (RFC 9110 §15.5.17)
+		}
 		hdr.Del(k)
 	}
 	hdr.Set("X-Content-Type-Options", "nosniff")

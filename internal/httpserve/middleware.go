@@ -43,7 +43,14 @@ func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
 	if !r.wroteHeader {
 		r.WriteHeader(http.StatusOK)
 	}
-	n, err := r.ResponseWriter.(io.ReaderFrom).ReadFrom(src)
+	var n int64
+	var err error
+	if rf, ok := r.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		// HTTP/2 and httptest.ResponseRecorder have no ReadFrom.
+		n, err = io.Copy(r.ResponseWriter, src)
+	}
 	r.n += n
 	return n, err
 }

@@ -1,0 +1,334 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wanda-fed/wanda/internal/app"
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/demo"
+)
+
+// cmdTimeout bounds every client subprocess.
+const cmdTimeout = 2 * time.Minute
+
+var (
+	// tmpRoot holds what the whole package run shares (the demo data); it
+	// is made by TestMain and removed after the tests.
+	tmpRoot  string
+	demoOnce sync.Once
+	demoDir  string
+	demoErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	tmpRoot, err = os.MkdirTemp("", "wanda-interop-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "interop:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(tmpRoot)
+	os.Exit(code)
+}
+
+// demoData generates the demo data once per package run (it includes a
+// 64 MiB file) and returns its directory. Tests must not modify it.
+func demoData(t *testing.T) string {
+	t.Helper()
+	demoOnce.Do(func() {
+		start := time.Now()
+		demoDir = filepath.Join(tmpRoot, "store")
+		_, demoErr = demo.Generate(demoDir)
+		t.Logf("generated demo data in %v", time.Since(start).Round(time.Millisecond))
+	})
+	if demoErr != nil {
+		t.Fatalf("demo.Generate: %v", demoErr)
+	}
+	return demoDir
+}
+
+// server is a wanda server running in-process for one test.
+type server struct {
+	URL     string // http://127.0.0.1:port, no trailing slash
+	Store   string // local directory of the read-only /store export
+	Scratch string // local directory of the writable /scratch export
+	Ranges  *rangeLog
+}
+
+// startServer serves /store (the demo data, read-only) and /scratch (an
+// empty writable directory) on a fresh loopback port until the test ends.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	store := demoData(t)
+	scratch := t.TempDir()
+
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.ShutdownTimeout = 5 * time.Second
+	cfg.Server.Exports = []config.Export{
+		{Prefix: "/store", Path: store, ReadOnly: true},
+		{Prefix: "/scratch", Path: scratch},
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("app.NewServer: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		t.Fatalf("listen: %v", err)
+	}
+	ranges := &rangeLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, sniffListener{ln, ranges}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("server shutdown: %v", err)
+			}
+		case <-time.After(cfg.Server.ShutdownTimeout + 10*time.Second):
+			t.Errorf("server did not stop within %v", cfg.Server.ShutdownTimeout+10*time.Second)
+		}
+		srv.Close()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	s := &server{URL: "http://" + ln.Addr().String(), Store: store, Scratch: scratch, Ranges: ranges}
+	waitHealthy(t, s.URL, done)
+	return s
+}
+
+// httpClient talks to the test server directly, never through a proxy.
+var httpClient = &http.Client{
+	Transport: &http.Transport{Proxy: nil, DisableCompression: true},
+	Timeout:   30 * time.Second,
+}
+
+// waitHealthy polls /healthz until it answers "ok" or 10 s pass.
+func waitHealthy(t *testing.T, base string, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		resp, err := httpClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && string(body) == "ok\n" {
+				return
+			}
+			err = fmt.Errorf("status %d, body %q", resp.StatusCode, body)
+		}
+		last = err
+		select {
+		case err := <-done:
+			t.Fatalf("server exited before becoming healthy: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("server not healthy after 10s: %v", last)
+		case <-tick.C:
+		}
+	}
+}
+
+// requireTool skips the test when the executable is missing, or fails it
+// when running in CI (CI set), where every client must be installed.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, fmt.Sprintf("%s not found in PATH (%v)", name, err))
+	}
+	return p
+}
+
+// missing skips (locally) or fails (in CI) for an absent prerequisite.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("interop prerequisite missing in CI: %s", why)
+	}
+	t.Skipf("skipping: %s (install it to run this test; with CI set this is a failure)", why)
+}
+
+// result is a finished subprocess.
+type result struct {
+	Stdout, Stderr []byte
+	Err            error
+}
+
+// run runs a client with cmdTimeout and without proxy settings.
+func run(t *testing.T, dir, name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w (timed out after %v)", err, cmdTimeout)
+	}
+	t.Logf("$ %s %s  [%v, %v]", name, shortArgs(args), time.Since(start).Round(time.Millisecond), exitStatus(err))
+	return result{stdout.Bytes(), stderr.Bytes(), err}
+}
+
+// mustRun is run that fails the test on a non-zero exit.
+func mustRun(t *testing.T, dir, name string, args ...string) result {
+	t.Helper()
+	r := run(t, dir, name, args...)
+	if r.Err != nil {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, shortArgs(args), r.Err, r.Stdout, r.Stderr)
+	}
+	return r
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
+
+// shortArgs abbreviates huge arguments (a 1024-range header) for logs.
+func shortArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if len(a) > 120 {
+			a = a[:100] + fmt.Sprintf("...(%d bytes)", len(a))
+		}
+		if strings.ContainsAny(a, " ,") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasSuffix(strings.ToLower(k), "_proxy") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+}
+
+// readFile reads a file of the test's data or fails.
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameBytes reports the first difference between got and want.
+func sameBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if bytes.Equal(got, want) {
+		return
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	t.Errorf("%s: got %d bytes, want %d; first difference at offset %d", what, len(got), len(want), i)
+}
+
+// metricSum adds the values of the samples of metric whose label set
+// contains every one of labels (`code="206"`), read from GET /metrics.
+func metricSum(t *testing.T, base, metric string, labels ...string) float64 {
+	t.Helper()
+	resp, err := httpClient.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d", resp.StatusCode)
+	}
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading /metrics: %v", err)
+	}
+	if !found {
+		return 0
+	}
+	return sum
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
