@@ -113,7 +113,7 @@ func ParseDigest(h string) (map[string][]byte, error) {
 		}
 		sum, err := decodeDigest(alg, strings.TrimSpace(val))
 		if err != nil {
-			return nil, fmt.Errorf("Digest %s: %w", name, err)
+			return nil, fmt.Errorf("digest %s: %w", name, err)
 		}
 		out[alg] = sum
 	}
@@ -138,15 +138,21 @@ func ParseReprDigest(h string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Repr-Digest %s: %w", name, err)
 		}
+		if len(sum) != digestSize[alg] {
+			return nil, fmt.Errorf("Repr-Digest %s: %d bytes, want %d", name, len(sum), digestSize[alg])
+		}
 		out[alg] = sum
 	}
 	return out, nil
 }
 
+// digestSize is the length of each algorithm's digest in bytes.
+var digestSize = map[string]int{Adler32: 4, CRC32C: 4, MD5: 16, SHA256: 32}
+
 // decodeDigest accepts hex or base64 for the 4-byte sums (both are seen in
 // the wild) and base64 (or hex) for the others, checking the length.
 func decodeDigest(alg, v string) ([]byte, error) {
-	want := map[string]int{Adler32: 4, CRC32C: 4, MD5: 16, SHA256: 32}[alg]
+	want := digestSize[alg]
 	if b, err := hex.DecodeString(v); err == nil && len(b) == want {
 		return b, nil
 	}

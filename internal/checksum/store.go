@@ -58,7 +58,10 @@ func (s *XattrStore) Get(f *os.File, name, alg string, stamp FileStamp) ([]byte,
 	buf := make([]byte, cksDataSize)
 	n, err := unix.Fgetxattr(int(f.Fd()), xattrPrefix+alg, buf)
 	if err != nil {
-		if noXattr(err) && s.Fallback != nil {
+		// ENODATA too: where Put fell back (the filesystem, or this file,
+		// refuses user xattrs) there is no attribute, and the record is in
+		// the fallback.
+		if (noXattr(err) || errors.Is(err, unix.ENODATA)) && s.Fallback != nil {
 			return s.Fallback.Get(f, name, alg, stamp)
 		}
 		return nil, false
@@ -100,7 +103,7 @@ func decodeCksData(b []byte, alg string) (sum []byte, fmTime int64, ok bool) {
 		return nil, 0, false
 	}
 	n := int(b[31])
-	want := map[string]int{Adler32: 4, CRC32C: 4, MD5: 16, SHA256: 32}[alg]
+	want := digestSize[alg]
 	if n != want || 32+n > len(b) {
 		return nil, 0, false
 	}

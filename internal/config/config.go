@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -136,8 +137,8 @@ func (c Config) Validate() error {
 		if !strings.HasPrefix(e.Prefix, "/") {
 			errs = append(errs, fmt.Errorf("%s.prefix: %q must start with /", key, e.Prefix))
 		}
-		if strings.Contains(e.Prefix, "..") {
-			errs = append(errs, fmt.Errorf("%s.prefix: %q must not contain ..", key, e.Prefix))
+		if slices.Contains(strings.Split(e.Prefix, "/"), "..") {
+			errs = append(errs, fmt.Errorf("%s.prefix: %q has a \"..\" segment", key, e.Prefix))
 		}
 		p := "/" + strings.Trim(e.Prefix, "/")
 		if seen[p] {

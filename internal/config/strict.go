@@ -32,6 +32,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.AliasNode {
+		// "*name": check what the anchor holds, against this field's type.
+		// Every step descends the Go type, which is not recursive, so even
+		// a cyclic alias ("&a [*a]", which yaml.v3 parses) ends.
+		return checkKeys(n.Alias, t, path)
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if t.PkgPath() == "time" {
@@ -56,6 +62,19 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Tag == "!!merge" {
+				// "<<: *base" (or a list of them) merges keys into this mapping.
+				merged := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					merged = v.Content
+				}
+				for _, m := range merged {
+					if err := checkKeys(m, t, path); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			f, ok := fields[k.Value]
 			if !ok {
 				return fmt.Errorf("line %d: %s: unknown key (known: %s)", k.Line, join(path, k.Value), strings.Join(names, ", "))

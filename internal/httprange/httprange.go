@@ -10,6 +10,7 @@ package httprange
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -53,12 +54,14 @@ func Parse(h string, size int64, max int) ([]Range, error) {
 		return nil, fmt.Errorf("%w: %d ranges asked, at most %d allowed per request", ErrTooMany, n, max)
 	}
 	out := make([]Range, 0, n)
+	specs := 0
 	for spec := range strings.SplitSeq(set, ",") {
 		spec = strings.Trim(spec, " \t")
 		if spec == "" {
 			// RFC 9110 list syntax allows empty elements ("a-b,,c-d").
 			continue
 		}
+		specs++
 		first, last, ok := strings.Cut(spec, "-")
 		if !ok {
 			return nil, fmt.Errorf("%w: %q has no '-'", ErrMalformed, spec)
@@ -70,7 +73,7 @@ func Parse(h string, size int64, max int) ([]Range, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %q: %v", ErrMalformed, spec, err)
 			}
-			if n == 0 || size == 0 {
+			if n == 0 || size <= 0 {
 				continue
 			}
 			n = min(n, size)
@@ -96,13 +99,20 @@ func Parse(h string, size int64, max int) ([]Range, error) {
 		b = min(b, size-1)
 		out = append(out, Range{a, b - a + 1})
 	}
+	if specs == 0 {
+		// range-set is 1#range-spec: at least one non-empty element.
+		return nil, fmt.Errorf("%w: no range given", ErrMalformed)
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: no range within the %d bytes of the file", ErrUnsatisfiable, size)
 	}
 	return out, nil
 }
 
-// digits parses a non-negative decimal that fits an int64.
+// digits parses a non-negative decimal. Values past int64 saturate at
+// math.MaxInt64: they are valid syntax (RFC 9110 puts no bound on 1*DIGIT)
+// and mean "past any end", so a last-pos is clamped to the file, a first-pos
+// is past EOF and a suffix covers the whole file.
 func digits(s string) (int64, error) {
 	if s == "" {
 		return 0, errors.New("empty number")
@@ -114,7 +124,7 @@ func digits(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%q is out of range", s)
+		return math.MaxInt64, nil // only digits: the error is ErrRange
 	}
 	return n, nil
 }

@@ -121,24 +121,51 @@ func (b *Backend) Open(_ context.Context, name string) (storage.File, error) {
 	if err := b.check(name); err != nil {
 		return nil, err
 	}
-	f, err := b.root.Open(rel(name))
+	f, _, err := b.openRegular("open", name)
 	if err != nil {
-		return nil, mapErr("open", name, err)
+		return nil, err
+	}
+	return &file{f: f, name: name}, nil
+}
+
+// openRegular opens a regular file for reading. O_NONBLOCK keeps open(2)
+// from waiting forever on a FIFO (or a device) someone left in the export;
+// such files are refused, and regular files are switched back to blocking.
+func (b *Backend) openRegular(op, name string) (*os.File, fs.FileInfo, error) {
+	f, err := b.root.OpenFile(rel(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, mapErr(op, name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, mapErr("open", name, err)
+		return nil, nil, mapErr(op, name, err)
 	}
 	if fi.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("open %q: %w", name, storage.ErrIsDir)
+		return nil, nil, fmt.Errorf("%s %q: %w", op, name, storage.ErrIsDir)
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("open %q: not a regular file: %w", name, storage.ErrPermission)
+		return nil, nil, fmt.Errorf("%s %q: not a regular file: %w", op, name, storage.ErrPermission)
 	}
-	return &file{f: f, name: name}, nil
+	if err := setBlocking(f); err != nil {
+		f.Close()
+		return nil, nil, mapErr(op, name, err)
+	}
+	return f, fi, nil
+}
+
+func setBlocking(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 type file struct {
@@ -212,6 +239,10 @@ func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOpti
 	dir := storage.Dir(name)
 	if opts.MakeParents && dir != "" {
 		if err := b.root.MkdirAll(dir, b.opts.DirMode); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				// A file is in the way of a parent directory.
+				return nil, fmt.Errorf("create %q: parent %w: %w", name, storage.ErrNotDir, err)
+			}
 			return nil, mapErr("create", name, err)
 		}
 	}
@@ -224,9 +255,7 @@ func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOpti
 			return nil, fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
 		}
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := storage.Join(dir, TempPrefix+hex.EncodeToString(rnd[:]))
+	tmp := tempName(dir)
 	f, err := b.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
 	if err != nil {
 		return nil, mapErr("create", name, err)
@@ -236,6 +265,13 @@ func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOpti
 		u.sums = checksum.NewMulti(b.opts.OnWrite)
 	}
 	return u, nil
+}
+
+// tempName is a fresh hidden name in dir.
+func tempName(dir string) string {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return storage.Join(dir, TempPrefix+hex.EncodeToString(rnd[:]))
 }
 
 type upload struct {
@@ -426,6 +462,9 @@ func (b *Backend) Rename(_ context.Context, from, to string, overwrite bool) err
 	if to == from || strings.HasPrefix(to, from+"/") {
 		return fmt.Errorf("rename %q into itself: %w", from, storage.ErrBadPath)
 	}
+	if strings.HasPrefix(from, to+"/") {
+		return fmt.Errorf("rename %q onto its own ancestor %q: %w", from, to, storage.ErrBadPath)
+	}
 	src, err := b.root.Lstat(from)
 	if err != nil {
 		return mapErr("rename", from, err)
@@ -439,9 +478,20 @@ func (b *Backend) Rename(_ context.Context, from, to string, overwrite bool) err
 		}
 		if dst.IsDir() {
 			// WebDAV MOVE with Overwrite: T replaces a collection whole.
-			if err := b.root.RemoveAll(to); err != nil {
+			// The old tree is moved aside (hidden) and deleted only once
+			// the rename has succeeded: if from lies inside to (through a
+			// symlink, which the check above cannot see), the rename fails
+			// and the tree is put back instead of lost.
+			aside := tempName(storage.Dir(to))
+			if err := b.root.Rename(to, aside); err != nil {
 				return mapErr("rename", to, err)
 			}
+			if err := b.root.Rename(from, to); err != nil {
+				_ = b.root.Rename(aside, to)
+				return mapErr("rename", from, err)
+			}
+			_ = b.root.RemoveAll(aside) // hidden; the move itself is done
+			return nil
 		}
 	}
 	if err := b.root.Rename(from, to); err != nil {
@@ -456,18 +506,15 @@ func (b *Backend) Checksum(ctx context.Context, name, alg string) ([]byte, error
 	if err := b.check(name); err != nil {
 		return nil, err
 	}
-	f, err := b.root.Open(rel(name))
+	// One spelling per algorithm, so cache records carry XRootD's names.
+	if alg = checksum.Canonical(alg); alg == "" {
+		return nil, fmt.Errorf("checksum %q: unknown algorithm: %w", name, storage.ErrUnsupported)
+	}
+	f, fi, err := b.openRegular("checksum", name)
 	if err != nil {
-		return nil, mapErr("checksum", name, err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, mapErr("checksum", name, err)
-	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("checksum %q: %w", name, storage.ErrIsDir)
-	}
 	stamp := checksum.Stamp(fi)
 	if b.opts.Checksums != nil {
 		if sum, ok := b.opts.Checksums.Get(f, name, alg, stamp); ok {
@@ -511,10 +558,11 @@ func mapErr(op, name string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		sentinel = storage.ErrNotFound
+	case errors.Is(err, syscall.ENOTEMPTY):
+		// Before ErrExist: syscall.Errno matches fs.ErrExist for ENOTEMPTY.
+		sentinel = storage.ErrNotEmpty
 	case errors.Is(err, fs.ErrExist):
 		sentinel = storage.ErrExist
-	case errors.Is(err, syscall.ENOTEMPTY):
-		sentinel = storage.ErrNotEmpty
 	case errors.Is(err, syscall.EISDIR):
 		sentinel = storage.ErrIsDir
 	case errors.Is(err, syscall.ENOTDIR):
@@ -544,17 +592,13 @@ func isEscape(err error) bool {
 // CachedChecksum returns a stored checksum still valid for the file, without
 // computing anything.
 func (b *Backend) CachedChecksum(_ context.Context, name, alg string) ([]byte, bool) {
-	if b.opts.Checksums == nil || b.check(name) != nil {
+	if alg = checksum.Canonical(alg); alg == "" || b.opts.Checksums == nil || b.check(name) != nil {
 		return nil, false
 	}
-	f, err := b.root.Open(rel(name))
+	f, fi, err := b.openRegular("checksum", name)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.IsDir() {
-		return nil, false
-	}
 	return b.opts.Checksums.Get(f, name, alg, checksum.Stamp(fi))
 }

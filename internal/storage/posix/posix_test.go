@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/storage/posix"
@@ -123,9 +125,13 @@ func TestSymlinkEscape(t *testing.T) {
 	for _, name := range []string{"abs-dir", "rel-dir"} {
 		_, err := b.List(ctx, name)
 		escaped(t, "List "+name, err)
-		_, err = b.Create(ctx, name+"/new", storage.CreateOptions{Size: -1})
-		if err == nil {
-			t.Errorf("Create %s/new succeeded", name)
+		for _, mk := range []bool{false, true} {
+			if _, err := b.Create(ctx, name+"/new/f", storage.CreateOptions{Size: -1, MakeParents: mk}); err == nil {
+				t.Errorf("Create %s/new/f (MakeParents %v) succeeded", name, mk)
+			}
+		}
+		if err := b.Mkdir(ctx, name+"/a/b", true); err == nil {
+			t.Errorf("Mkdir -p %s/a/b succeeded", name)
 		}
 		if err := b.Mkdir(ctx, name+"/newdir", false); err == nil {
 			t.Errorf("Mkdir %s/newdir succeeded", name)
@@ -207,6 +213,17 @@ func TestSymlinkWithinRoot(t *testing.T) {
 	fis, err := b.List(ctx, "realdir")
 	if err != nil || len(fis) != 2 || fis[0].Name != "data.txt" || fis[0].Path != "realdir/data.txt" {
 		t.Errorf("List(realdir) = %+v, %v", fis, err)
+	}
+	// Through a link the source can lie inside the target: refused, kept.
+	if err := b.Rename(ctx, "realdir/data.txt", "real", true); err == nil {
+		t.Error("Rename of a file over its own directory (through a link) succeeded")
+	}
+	os.Mkdir(filepath.Join(dir, "real", "sub"), 0o755)
+	if err := b.Rename(ctx, "realdir/sub", "real", true); err == nil {
+		t.Error("Rename of a directory over its parent (through a link) succeeded")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "real", "data.txt")); err != nil || string(got) != "inside" {
+		t.Fatalf("after the refused renames real/data.txt = %q, %v", got, err)
 	}
 	if _, err := b.Stat(ctx, "loop"); err == nil {
 		t.Error("Stat of a symlink loop succeeded")
@@ -306,8 +323,13 @@ func TestOpenReaderKeepsOldContent(t *testing.T) {
 	if string(got) != "old content" {
 		t.Errorf("open reader sees %q", got)
 	}
-	if of, ok := f.(storage.OSFile); !ok || of.OSFile() == nil {
-		t.Error("posix files should offer OSFile")
+	of, ok := f.(storage.OSFile)
+	if !ok || of.OSFile() == nil {
+		t.Fatal("posix files should offer OSFile")
+	}
+	// Opened with O_NONBLOCK against FIFOs, handed out blocking (sendfile).
+	if fl, err := unix.FcntlInt(of.OSFile().Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+		t.Errorf("open file flags %#x, %v: still O_NONBLOCK", fl, err)
 	}
 }
 
