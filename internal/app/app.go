@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,10 +49,11 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	s := &Server{cfg: cfg.Server, log: log}
 	var exports []storage.Export
 	var rules []auth.ExportRule
-	for i, e := range cfg.Server.Exports {
+	for _, e := range cfg.Server.Exports {
 		var store checksum.Store = &checksum.MemoryStore{}
 		if cfg.Server.Checksums.SidecarDir != "" {
-			store = &checksum.SidecarStore{Dir: fmt.Sprintf("%s/export-%d", cfg.Server.Checksums.SidecarDir, i)}
+			// Keyed by prefix, not position: reordering exports keeps caches.
+			store = &checksum.SidecarStore{Dir: filepath.Join(cfg.Server.Checksums.SidecarDir, url.PathEscape(e.Prefix))}
 		}
 		be, err := posix.New(e.Path, posix.Options{
 			Checksums: &checksum.XattrStore{Fallback: store},
