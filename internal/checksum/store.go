@@ -70,6 +70,17 @@ func (s *XattrStore) Get(f *os.File, name, alg string, stamp FileStamp) ([]byte,
 	if !ok || fmTime != stamp.MtimeNs/1e9 {
 		return nil, false
 	}
+	// XRootD's record knows the mtime to the second only. When wanda wrote
+	// it, a precise stamp sits beside it: a file rewritten in place within
+	// the same second (same fmTime) is caught by size, ns mtime or inode.
+	// A record written by XRootD has no (or an older) stamp: then a stamp
+	// that disagrees only costs a recomputation.
+	var sb [24]byte
+	if m, err := unix.Fgetxattr(int(f.Fd()), stampPrefix+alg, sb[:]); err == nil {
+		if m != len(sb) || decodeStamp(sb[:]) != stamp {
+			return nil, false
+		}
+	}
 	return sum, true
 }
 
@@ -79,7 +90,29 @@ func (s *XattrStore) Put(f *os.File, name, alg string, stamp FileStamp, sum []by
 	if err != nil && noXattr(err) && s.Fallback != nil {
 		return s.Fallback.Put(f, name, alg, stamp, sum)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return unix.Fsetxattr(int(f.Fd()), stampPrefix+alg, encodeStamp(stamp), 0)
+}
+
+// stampPrefix names wanda's precise companion of an XrdCks record.
+const stampPrefix = "user.wanda.cks."
+
+func encodeStamp(s FileStamp) []byte {
+	b := make([]byte, 24)
+	binary.BigEndian.PutUint64(b[0:], uint64(s.Size))
+	binary.BigEndian.PutUint64(b[8:], uint64(s.MtimeNs))
+	binary.BigEndian.PutUint64(b[16:], s.Inode)
+	return b
+}
+
+func decodeStamp(b []byte) FileStamp {
+	return FileStamp{
+		Size:    int64(binary.BigEndian.Uint64(b[0:])),
+		MtimeNs: int64(binary.BigEndian.Uint64(b[8:])),
+		Inode:   binary.BigEndian.Uint64(b[16:]),
+	}
 }
 
 func noXattr(err error) bool {

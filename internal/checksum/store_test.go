@@ -99,12 +99,21 @@ func TestXattrStore(t *testing.T) {
 	if got, ok := s.Get(f, "f", Adler32, st); !ok || !bytes.Equal(got, sum) {
 		t.Errorf("Get = %x, %v", got, ok)
 	}
-	// Like XRootD, only the mtime in seconds decides.
+	// wanda's companion stamp catches an in-place change within the same
+	// mtime second (which XRootD's seconds-only record cannot).
 	same := st
 	same.MtimeNs = st.MtimeNs/1e9*1e9 + 1
 	same.Size++
+	if _, ok := s.Get(f, "f", Adler32, same); ok {
+		t.Error("Get after an in-place change within the same second hit")
+	}
+	// A record XRootD wrote (no companion stamp): like XRootD, only the
+	// mtime in seconds decides.
+	if err := unix.Fremovexattr(int(f.Fd()), stampPrefix+Adler32); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := s.Get(f, "f", Adler32, same); !ok {
-		t.Error("Get with the same mtime second missed")
+		t.Error("XRootD record with the same mtime second missed")
 	}
 	later := st
 	later.MtimeNs += 2e9

@@ -107,8 +107,8 @@ func (h *Handler) move(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, storage.ErrExist):
 		return Errorf(http.StatusPreconditionFailed, "%s exists and Overwrite is F", dst.URLPath())
-	case errors.Is(err, storage.ErrNotFound) && existsErr(be.Stat(r.Context(), src.rel)):
-		return Errorf(http.StatusConflict, "%s: parent directory does not exist", dst.URLPath())
+	case (errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotDir)) && existsErr(be.Stat(r.Context(), src.rel)):
+		return Errorf(http.StatusConflict, "%s: parent is missing or not a directory", dst.URLPath())
 	case err != nil:
 		return err
 	}

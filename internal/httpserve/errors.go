@@ -48,14 +48,16 @@ func statusOf(err error) (int, string) {
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, storage.ErrEscapes):
 		return http.StatusForbidden, "path escapes its export"
-	case errors.Is(err, storage.ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrNotDir):
+		// A path through a file ("/f/x") names nothing. Creating verbs
+		// (PUT, MKCOL, MOVE's destination) answer 409 themselves.
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, storage.ErrBadPath):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, storage.ErrPermission), errors.Is(err, storage.ErrReadOnly):
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, storage.ErrExist), errors.Is(err, storage.ErrIsDir),
-		errors.Is(err, storage.ErrNotDir), errors.Is(err, storage.ErrNotEmpty):
+		errors.Is(err, storage.ErrNotEmpty):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, storage.ErrShortWrite):
 		return http.StatusBadRequest, err.Error()
@@ -82,7 +84,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	}
 	if status == 499 {
-		return
+		// Nobody to answer; returning would let net/http send an
+		// implicit "200 OK" to a client that may still be reading.
+		panic(http.ErrAbortHandler)
 	}
 	hdr := w.Header()
 	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges", "Digest", "Repr-Digest"} {

@@ -57,6 +57,7 @@ type server struct {
 	Outside string
 	Data    []byte // content of store/data.bin
 	Metrics *metrics.HTTP
+	Reg     *prometheus.Registry
 	Client  *http.Client
 	// Handler is the front-end as served (without the test's tracking).
 	Handler http.Handler
@@ -147,7 +148,8 @@ func newServer(t testing.TB, opts ...serverOpt) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Metrics = metrics.NewHTTP(prometheus.NewRegistry(), "server")
+	s.Reg = prometheus.NewRegistry()
+	s.Metrics = metrics.NewHTTP(s.Reg, "server")
 	o := httpserve.Options{
 		Namespace: ns,
 		Auth: auth.ExportPolicy{Rules: []auth.ExportRule{
@@ -318,7 +320,8 @@ func rawTo(t testing.TB, addr, req string) *result {
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	method, _, _ := strings.Cut(req, " ")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
 	if err != nil {
 		t.Fatalf("reading response to %q: %v", firstLine(req), err)
 	}
@@ -464,11 +467,31 @@ func (s sums) header(alg string) string {
 	return "sha-256=" + s.sha256
 }
 
-// knownBug skips a test that demonstrates a bug outside internal/httpserve
-// (reported, not fixed here) unless WANDA_KNOWN_BUGS is set.
-func knownBug(t *testing.T, desc string) {
+// requests is the value of wanda_http_requests_total{method,code}.
+func (s *server) requests(t testing.TB, method, code string) float64 {
 	t.Helper()
-	if os.Getenv("WANDA_KNOWN_BUGS") == "" {
-		t.Skipf("known bug outside httpserve (set WANDA_KNOWN_BUGS=1 to run): %s", desc)
+	mfs, err := s.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, mf := range mfs {
+		if mf.GetName() != "wanda_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var gotMethod, gotCode string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "method":
+					gotMethod = l.GetValue()
+				case "code":
+					gotCode = l.GetValue()
+				}
+			}
+			if gotMethod == method && gotCode == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

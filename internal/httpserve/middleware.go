@@ -3,6 +3,7 @@ package httpserve
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -89,7 +90,15 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 		w.Header().Set("X-Request-Id", id)
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		body := &countingBody{ReadCloser: r.Body}
-		r.Body = body
+		// The handler gets a shallow copy: after it returns, net/http looks
+		// at the concrete type of its own request's Body to learn whether
+		// "100 Continue" was sent and how much body is left. Replacing it
+		// there made a refused "Expect: 100-continue" upload wait for a
+		// body the client never sends.
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Body = body
+		r = r2
 		if m != nil {
 			m.InFlight.Inc()
 		}
@@ -97,13 +106,18 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 			p := recover()
 			d := time.Since(start)
 			status := rec.status
-			if p != nil {
+			switch {
+			case p == http.ErrAbortHandler:
 				status = 499 // aborted mid-answer
+			case p != nil:
+				status = http.StatusInternalServerError // a bug: count and log it as one
+				rec.err = fmt.Errorf("panic: %v", p)
 			}
 			if m != nil {
 				m.InFlight.Dec()
-				m.Requests.WithLabelValues(r.Method, strconv.Itoa(status)).Inc()
-				m.Duration.WithLabelValues(r.Method).Observe(d.Seconds())
+				method := metricMethod(r.Method)
+				m.Requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
+				m.Duration.WithLabelValues(method).Observe(d.Seconds())
 				m.BytesOut.Add(float64(rec.n))
 				m.BytesIn.Add(float64(body.n.Load()))
 			}
@@ -129,6 +143,17 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// metricMethod bounds the method label: any token is a valid method, and
+// a client sending made-up ones must not create a time series for each.
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions,
+		http.MethodPost, "MKCOL", "MOVE", "COPY", "PROPFIND", "PROPPATCH":
+		return m
+	}
+	return "other"
 }
 
 func saneID(s string) bool {

@@ -59,6 +59,9 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, storage.ErrNotFound) {
 		return Errorf(http.StatusConflict, "%s: parent directory does not exist (and make_parents is off)", t.URLPath())
 	}
+	if errors.Is(err, storage.ErrNotDir) {
+		return Errorf(http.StatusConflict, "%s: a parent is not a directory", t.URLPath())
+	}
 	if err != nil {
 		return err
 	}
@@ -76,7 +79,10 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	n, err := io.Copy(dst, r.Body)
 	if err != nil {
-		if isCancel(r.Context().Err()) {
+		// A body that ended early is answered 400 although net/http has
+		// cancelled the context on that read error: a client that
+		// half-closed its side is still listening.
+		if isCancel(r.Context().Err()) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return r.Context().Err()
 		}
 		return Errorf(http.StatusBadRequest, "%s: upload interrupted after %d bytes: %v", t.URLPath(), n, err)

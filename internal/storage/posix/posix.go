@@ -586,7 +586,11 @@ func mapErr(op, name string, err error) error {
 // one string it uses is matched here, in one place.
 func isEscape(err error) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes from parent")
+	if errors.As(err, &pe) {
+		return strings.Contains(pe.Err.Error(), "escapes from parent")
+	}
+	var le *os.LinkError // Root.Rename and Root.Link
+	return errors.As(err, &le) && strings.Contains(le.Err.Error(), "escapes from parent")
 }
 
 // CachedChecksum returns a stored checksum still valid for the file, without
