@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // curlResp is what curl received: the final response's status and headers
@@ -31,11 +32,26 @@ type curlResp struct {
 // Non-2xx statuses are not errors here; callers check Status.
 func curl(t *testing.T, args ...string) curlResp {
 	t.Helper()
+	r, res := curlFor(t, cmdTimeout, args...)
+	if res.Err != nil {
+		t.Fatalf("curl %s: %v\nstderr:\n%s", shortArgs(args), res.Err, res.Stderr)
+	}
+	return r
+}
+
+// curlFor runs curl for at most d (curl's own --max-time is a little
+// less) and returns the response, or the failed run.
+func curlFor(t *testing.T, d time.Duration, args ...string) (curlResp, result) {
+	t.Helper()
 	requireTool(t, "curl")
 	dir := t.TempDir()
 	hdr, body := filepath.Join(dir, "headers"), filepath.Join(dir, "body")
-	all := append([]string{"-sS", "--noproxy", "*", "--max-time", "110", "-D", hdr, "-o", body}, args...)
-	mustRun(t, dir, "curl", all...)
+	maxTime := strconv.Itoa(int((d - 2*time.Second).Seconds()))
+	all := append([]string{"-sS", "--noproxy", "*", "--max-time", maxTime, "-D", hdr, "-o", body}, args...)
+	res := runFor(t, d, dir, "curl", all...)
+	if res.Err != nil {
+		return curlResp{}, res
+	}
 	dump := readFile(t, hdr)
 	blocks := strings.Split(strings.TrimSpace(string(dump)), "\r\n\r\n")
 	last := blocks[len(blocks)-1]
@@ -47,7 +63,7 @@ func curl(t *testing.T, args ...string) curlResp {
 	if err != nil && !os.IsNotExist(err) { // curl makes no file for an empty body
 		t.Fatal(err)
 	}
-	return curlResp{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return curlResp{Status: resp.StatusCode, Header: resp.Header, Body: b}, res
 }
 
 // span is an inclusive byte range as Content-Range writes it.
@@ -274,13 +290,23 @@ func TestCurlUpload(t *testing.T) {
 	}
 	sameBytes(t, "replaced file on disk", readFile(t, filepath.Join(s.Scratch, "curl/sub/up.bin")), payload2)
 
-	// The read-only export refuses, and nothing appears on disk.
-	if r := curl(t, "-T", src, s.URL+"/store/curl-up.bin"); r.Status != http.StatusForbidden {
-		t.Errorf("PUT to read-only /store: status %d, want 403", r.Status)
-	}
-	if _, err := os.Stat(filepath.Join(s.Store, "curl-up.bin")); !os.IsNotExist(err) {
-		t.Errorf("PUT to read-only /store left a file: %v", err)
-	}
+	// The read-only export refuses at once, and nothing appears on disk.
+	// curl sends "Expect: 100-continue" and is told to wait up to a minute
+	// for it: the refusal must come without the server waiting for a body
+	// the client only sends after "100 Continue".
+	t.Run("read-only", func(t *testing.T) {
+		r, res := curlFor(t, 15*time.Second, "--expect100-timeout", "60", "-T", src, s.URL+"/store/curl-up.bin")
+		if res.Err != nil {
+			t.Fatalf("PUT with Expect: 100-continue to read-only /store got no answer: %v (stderr %q); "+
+				"the server must answer a refusal without waiting for the body", res.Err, res.Stderr)
+		}
+		if r.Status != http.StatusForbidden {
+			t.Errorf("PUT to read-only /store: status %d, want 403", r.Status)
+		}
+		if _, err := os.Stat(filepath.Join(s.Store, "curl-up.bin")); !os.IsNotExist(err) {
+			t.Errorf("PUT to read-only /store left a file: %v", err)
+		}
+	})
 }
 
 func TestCurlWantDigest(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -187,7 +188,14 @@ type result struct {
 // run runs a client with cmdTimeout and without proxy settings.
 func run(t *testing.T, dir, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return runFor(t, cmdTimeout, dir, name, args...)
+}
+
+// runFor runs a client with the given timeout; a timeout is reported in
+// the result's Err (errTimeout).
+func runFor(t *testing.T, timeout time.Duration, dir, name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
@@ -198,11 +206,14 @@ func run(t *testing.T, dir, name string, args ...string) result {
 	start := time.Now()
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (timed out after %v)", err, cmdTimeout)
+		err = fmt.Errorf("%w after %v (%v)", errTimeout, timeout, err)
 	}
 	t.Logf("$ %s %s  [%v, %v]", name, shortArgs(args), time.Since(start).Round(time.Millisecond), exitStatus(err))
 	return result{stdout.Bytes(), stderr.Bytes(), err}
 }
+
+// errTimeout marks a client killed for running past its timeout.
+var errTimeout = errors.New("timed out")
 
 // mustRun is run that fails the test on a non-zero exit.
 func mustRun(t *testing.T, dir, name string, args ...string) result {

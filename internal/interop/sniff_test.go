@@ -49,7 +49,10 @@ func (l sniffListener) Accept() (net.Conn, error) {
 const maxSniffLine = 512 << 10
 
 // sniffConn scans what the client sends for "Range:" header lines. It
-// forwards ReadFrom so the server's sendfile path stays in use.
+// forwards ReadFrom and CloseWrite, which net/http looks for on its
+// connection, so the server behaves as on a bare *net.TCPConn: sendfile for
+// bodies, and a half-close (not a reset) when it closes a connection whose
+// request body it did not read.
 type sniffConn struct {
 	net.Conn
 	log  *rangeLog
@@ -68,6 +71,13 @@ func (c *sniffConn) ReadFrom(r io.Reader) (int64, error) {
 		return rf.ReadFrom(r)
 	}
 	return io.Copy(c.Conn, r)
+}
+
+func (c *sniffConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *sniffConn) scan(p []byte) {
