@@ -69,7 +69,6 @@ type server struct {
 
 type serverOpt func(*httpserve.Options)
 
-func withMaxRanges(n int) serverOpt { return func(o *httpserve.Options) { o.MaxRanges = n } }
 func withoutMakeParents() serverOpt { return func(o *httpserve.Options) { o.MakeParents = false } }
 
 // randBytes returns n deterministic pseudo-random bytes.
