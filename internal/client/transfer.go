@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -124,9 +123,8 @@ func (c *Client) Upload(ctx context.Context, src, u string, noReplace bool) (int
 		return 0, fmt.Errorf("checksum %s: %w", src, err)
 	}
 	hdr := http.Header{
-		"Digest":         {checksum.DigestValue(checksum.Adler32, sum)},
-		"Content-Type":   {"application/octet-stream"},
-		"Content-Length": {strconv.FormatInt(fi.Size(), 10)},
+		"Digest":       {checksum.DigestValue(checksum.Adler32, sum)},
+		"Content-Type": {"application/octet-stream"},
 	}
 	if noReplace {
 		hdr.Set("If-None-Match", "*")

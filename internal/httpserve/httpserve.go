@@ -32,7 +32,7 @@ type Options struct {
 	MaxRanges int
 	// MakeParents lets PUT create missing parent directories.
 	MakeParents bool
-	// ReadOnlyChecksums lists algorithms answered to Want-Digest; nil means
+	// Checksums lists algorithms answered to Want-Digest; nil means
 	// every algorithm the checksum package knows.
 	Checksums []string
 }

@@ -310,6 +310,11 @@ func (u *upload) ReadFrom(r io.Reader) (int64, error) {
 	}
 	n, err := u.f.ReadFrom(r)
 	u.n += n
+	if err != nil {
+		// Recorded like a Write error: Commit must never publish a file
+		// whose stream broke, whatever the caller does next.
+		u.werr = mapErr("write", u.name, err)
+	}
 	return n, err
 }
 

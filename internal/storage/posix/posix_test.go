@@ -399,3 +399,37 @@ func TestBackendAccessors(t *testing.T) {
 		t.Errorf("Stat(root) = %+v, %v; want an inode", fi, err)
 	}
 }
+
+// failingReader yields some bytes, then an error, like a request body whose
+// client went away.
+type failingReader struct{ sent bool }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.sent {
+		return 0, io.ErrUnexpectedEOF
+	}
+	r.sent = true
+	return copy(p, "partial"), nil
+}
+
+// A stream that broke inside io.Copy (the ReadFrom fast path) must make
+// Commit fail, even for a caller that ignores the copy error, and leave
+// nothing behind.
+func TestCommitAfterBrokenStreamFails(t *testing.T) {
+	b, dir := newBackend(t, posix.Options{})
+	ctx := context.Background()
+	up, err := b.Create(ctx, "f", storage.CreateOptions{Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(up, &failingReader{}); err == nil {
+		t.Fatal("copy of a broken stream succeeded")
+	}
+	if _, err := up.Commit(ctx); err == nil {
+		t.Fatal("Commit published a file whose stream broke")
+	}
+	if _, err := b.Stat(ctx, "f"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Stat after failed commit: %v", err)
+	}
+	noTempFiles(t, dir)
+}
