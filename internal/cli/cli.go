@@ -51,7 +51,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newServerCmd(),
 		newDemoCmd(),
-		newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
+		newCpCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
 	)
 	return root
 }

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,58 +24,40 @@ func remoteURL(s string) (string, error) {
 }
 
 func newGetCmd() *cobra.Command {
-	return &cobra.Command{
+	var f cpFlags
+	cmd := &cobra.Command{
 		Use:   "get URL [DEST]",
-		Short: "Download a file (checksum-verified, atomic)",
+		Short: "Download a file (checksum-verified, atomic; cp for one file)",
 		Args:  nArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			u, err := remoteURL(args[0])
-			if err != nil {
+			if _, err := remoteURL(args[0]); err != nil {
 				return err
 			}
-			pu, _ := url.Parse(u)
-			dest := path.Base(pu.Path)
+			dest := "."
 			if len(args) == 2 {
 				dest = args[1]
 			}
-			if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
-				dest = filepath.Join(dest, path.Base(pu.Path))
-			}
-			start := time.Now()
-			n, err := client.New().Download(cmd.Context(), u, dest)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s in %s (%s)\n", u, dest, human(n), time.Since(start).Round(time.Millisecond), rate(n, time.Since(start)))
-			return nil
+			return runCopy(cmd, &f, args[:1], dest)
 		},
 	}
+	addCopyFlags(cmd, &f, false)
+	return cmd
 }
 
 func newPutCmd() *cobra.Command {
-	var noReplace bool
+	var f cpFlags
 	cmd := &cobra.Command{
 		Use:   "put SRC URL",
-		Short: "Upload a file (adler32 verified by the server, atomic)",
+		Short: "Upload a file (checksum verified by the server, atomic; cp for one file)",
 		Args:  nArgs(2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			u, err := remoteURL(args[1])
-			if err != nil {
+			if _, err := remoteURL(args[1]); err != nil {
 				return err
 			}
-			if strings.HasSuffix(u, "/") {
-				u += filepath.Base(args[0])
-			}
-			start := time.Now()
-			n, err := client.New().Upload(cmd.Context(), args[0], u, noReplace)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s in %s (%s)\n", args[0], u, human(n), time.Since(start).Round(time.Millisecond), rate(n, time.Since(start)))
-			return nil
+			return runCopy(cmd, &f, args[:1], args[1])
 		},
 	}
-	cmd.Flags().BoolVar(&noReplace, "no-replace", false, "fail if the destination exists")
+	addCopyFlags(cmd, &f, false)
 	return cmd
 }
 
@@ -151,8 +130,8 @@ func newStatCmd() *cobra.Command {
 				kind = "directory"
 			}
 			fmt.Fprintf(out, "url:      %s\ntype:     %s\nsize:     %d (%s)\nmodified: %s\n", in.URL, kind, in.Size, human(in.Size), in.ModTime.UTC().Format(time.RFC3339))
-			if in.Checksums != "" {
-				fmt.Fprintf(out, "checksum: %s\n", in.Checksums)
+			if in.ChecksumProp != "" {
+				fmt.Fprintf(out, "checksum: %s\n", in.ChecksumProp)
 			}
 			return nil
 		},

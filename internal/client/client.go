@@ -1,213 +1,313 @@
-// Package client talks to wanda (and to any HTTP/WebDAV storage: XRootD's
-// XrdHttp, dCache, nginx) for the CLI verbs: stat, list, get, put, remove,
-// mkdir, checksum. It is the seed of the transfer engine (parallel streams,
-// vector reads, retries, failover grow here) and imports nothing of the
-// server side.
+// Package client is wanda's transfer engine: it reads and writes files of
+// any wanda, XRootD, dCache or plain HTTP server, with parallel streams,
+// vector reads, retries, failover to replicas, resume and end-to-end
+// checksums. The CLI verbs (cp, get, put, ls...) are thin shells around it,
+// and the later roles embed it (the cache's upstream, the transfer service,
+// the FUSE mount); it imports nothing of the server side.
+//
+// The engine sits above a small Transport interface (one request per call,
+// no policy): HTTP now, root:// later. Everything a user calls "robust" is
+// written once, here: Client.run resolves a URL through redirects (cached
+// for Policy.RouteTTL), retries with backoff and jitter, honours
+// Retry-After, fails over to the alternates a server advertised and asks a
+// redirector again excluding the hosts that failed (`tried=` as XRootD
+// does), and the stall watchdog ends requests that stop moving bytes.
 package client
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
+	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
-// StatusError is an HTTP answer that is not a success.
-type StatusError struct {
-	Method string
-	URL    string
-	Code   int
-	Msg    string // the server's message, first line, trimmed
-}
-
-func (e *StatusError) Error() string {
-	msg := e.Msg
-	if msg == "" {
-		msg = http.StatusText(e.Code)
-	}
-	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Code, msg)
-}
-
-// Retryable reports whether the same request may succeed later.
-func (e *StatusError) Retryable() bool {
-	switch e.Code {
-	case 408, 429, 500, 502, 503, 504:
-		return true
-	}
-	return false
-}
-
-// IsNotFound reports a 404.
-func IsNotFound(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Code == http.StatusNotFound
-}
-
 // Client is safe for concurrent use.
 type Client struct {
-	HTTP      *http.Client
-	UserAgent string
+	Policy Policy
+	Log    *slog.Logger
+	// HTTP is the transport of http:// and https:// URLs.
+	HTTP *HTTPTransport
+
+	mu         sync.Mutex
+	transports map[string]Transport
+	routes     map[string]*route
 }
 
-// New returns a client with keep-alive connection pooling sized for
-// parallel transfers, and bounded dial and header timeouts (no overall
-// timeout: a large healthy transfer may take hours).
+// New returns a client with the default policy and the HTTP transport.
 func New() *Client {
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 2 * time.Minute,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
+	c := &Client{
+		Policy:     DefaultPolicy,
+		Log:        slog.New(slog.DiscardHandler),
+		HTTP:       NewHTTPTransport(nil),
+		transports: map[string]Transport{},
+		routes:     map[string]*route{},
 	}
-	return &Client{HTTP: &http.Client{Transport: tr}, UserAgent: "wanda-client"}
+	c.transports["http"] = c.HTTP
+	c.transports["https"] = c.HTTP
+	return c
 }
 
-// do sends a request and turns non-2xx answers into *StatusError.
-func (c *Client) do(ctx context.Context, method, u string, body io.Reader, hdr http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u, err)
+// Register makes t the transport of URLs with this scheme.
+func (c *Client) Register(scheme string, t Transport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.transports[scheme] = t
+}
+
+func (c *Client) transport(u *url.URL) (Transport, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.transports[u.Scheme]; ok {
+		return t, nil
 	}
-	for k, v := range hdr {
-		req.Header[k] = v
+	return nil, fmt.Errorf("%s: %w (%q)", u.Redacted(), ErrNoTransport, u.Scheme)
+}
+
+// IsRemote reports whether s is a URL this client has a transport for.
+func (c *Client) IsRemote(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return false
 	}
-	req.Header.Set("User-Agent", c.UserAgent)
-	if body != nil {
-		if s, ok := body.(interface{ Size() int64 }); ok {
-			req.ContentLength = s.Size()
+	_, err = c.transport(u)
+	return err == nil
+}
+
+// route is where a URL's requests go: the server a redirect chain ended
+// at, the alternates advertised on the way, and the redirector that
+// answered (to ask again, excluding failed hosts).
+type route struct {
+	target     *url.URL
+	alternates []*url.URL
+	via        *url.URL // nil when u was not redirected
+	expires    time.Time
+}
+
+func (c *Client) cachedRoute(key string) *route {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.routes[key]
+	if r != nil && time.Now().After(r.expires) {
+		delete(c.routes, key)
+		return nil
+	}
+	return r
+}
+
+func (c *Client) storeRoute(key string, r *route) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.routes) > 10000 {
+		now := time.Now()
+		for k, v := range c.routes {
+			if now.After(v.expires) {
+				delete(c.routes, k)
+			}
 		}
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusMultiStatus {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		if strings.HasPrefix(msg, "<") {
-			msg = "" // an HTML or XML error page says nothing a terminal can show
+	c.routes[key] = r
+}
+
+func (c *Client) forgetRoute(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.routes, key)
+}
+
+// Call describes one engine operation for run.
+type call struct {
+	// op does one try against target with transport t.
+	op func(ctx context.Context, t Transport, target *url.URL) error
+	// progressed reports whether the last try moved data; such a try
+	// does not use up the retry budget.
+	progressed func() bool
+	// learned, if set, returns alternates the last try's answer
+	// advertised (Link headers on a 200).
+	learned func() []*url.URL
+	// stats receives what happened.
+	stats *opStats
+}
+
+// opStats tells a caller how an operation went.
+type opStats struct {
+	Retries int
+	Server  string // host that served the last (successful) try
+	Last    error  // last retried error, for the report
+}
+
+// run executes an operation on u with redirects, retries and failover.
+func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
+	p := c.Policy.withDefaults()
+	key := u.String()
+	tried := map[string]bool{}
+	var alternates []*url.URL
+	var via *url.URL
+	attempt := 0
+	for {
+		target, fromCache := u, false
+		if r := c.cachedRoute(key); r != nil && !tried[r.target.Host] {
+			target, alternates, via, fromCache = r.target, r.alternates, r.via, true
+		} else if len(tried) > 0 {
+			target = pickUntried(alternates, tried)
+			if target == nil && via != nil {
+				target = withTried(via, tried)
+			}
+			if target == nil {
+				target = u
+			}
 		}
-		return nil, &StatusError{Method: method, URL: u, Code: resp.StatusCode, Msg: msg}
+		final, alts, redirector, err := c.follow(ctx, target, p.MaxRedirects, cl.op)
+		if redirector != nil {
+			via = redirector
+		}
+		if len(alts) > 0 {
+			alternates = mergeURLs(alternates, alts)
+		}
+		if cl.learned != nil {
+			alternates = mergeURLs(alternates, cl.learned())
+		}
+		if final != nil && cl.stats != nil {
+			cl.stats.Server = final.Host
+		}
+		if err == nil {
+			if final != nil && final.String() != key {
+				c.storeRoute(key, &route{target: final, alternates: alternates, via: via, expires: time.Now().Add(p.RouteTTL)})
+			}
+			return nil
+		}
+		class := Classify(err)
+		if class == Fatal {
+			if fromCache && errors.Is(err, ErrNotFound) {
+				// The cached replica lost the file: ask afresh once.
+				c.forgetRoute(key)
+				if !tried[""] {
+					tried[""] = true
+					continue
+				}
+			}
+			return err
+		}
+		if cl.progressed != nil && cl.progressed() {
+			attempt = 0
+		}
+		attempt++
+		if cl.stats != nil {
+			cl.stats.Retries++
+			cl.stats.Last = err
+		}
+		if attempt >= p.Attempts {
+			return fmt.Errorf("giving up after %d tries: %w", attempt, err)
+		}
+		if class == Failover && final != nil {
+			tried[final.Host] = true
+			c.forgetRoute(key)
+		}
+		wait := p.backoff(attempt, retryAfter(err))
+		c.Log.Debug("retrying", "url", u.Redacted(), "try", attempt+1, "wait", wait, "err", err)
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		if len(tried) > 0 && pickUntried(alternates, tried) == nil && via == nil {
+			// Nowhere else to go: the same server again, later.
+			clear(tried)
+		}
 	}
-	return resp, nil
 }
 
-// Info describes a remote file or directory.
-type Info struct {
-	Name      string    `json:"name"`
-	URL       string    `json:"url"`
-	Size      int64     `json:"size"`
-	ModTime   time.Time `json:"mtime"`
-	IsDir     bool      `json:"dir"`
-	Checksums string    `json:"checksums,omitempty"`
-}
-
-// Stat describes u (PROPFIND depth 0).
-func (c *Client) Stat(ctx context.Context, u string) (Info, error) {
-	infos, err := c.propfind(ctx, u, "0")
-	if err != nil {
-		return Info{}, err
-	}
-	if len(infos) == 0 {
-		return Info{}, fmt.Errorf("PROPFIND %s: empty answer", u)
-	}
-	return infos[0], nil
-}
-
-// List returns the entries of directory u (PROPFIND depth 1), or the file
-// itself when u is a file.
-func (c *Client) List(ctx context.Context, u string) ([]Info, error) {
-	infos, err := c.propfind(ctx, u, "1")
-	if err != nil {
-		return nil, err
-	}
-	if len(infos) > 1 || (len(infos) == 1 && infos[0].IsDir) {
-		return infos[1:], nil
-	}
-	return infos, nil
-}
-
-type msResp struct {
-	Responses []struct {
-		Href     string `xml:"href"`
-		Propstat []struct {
-			Status string `xml:"status"`
-			Prop   struct {
-				Length       string `xml:"getcontentlength"`
-				LastModified string `xml:"getlastmodified"`
-				ResourceType struct {
-					Collection *struct{} `xml:"collection"`
-				} `xml:"resourcetype"`
-				Checksums string `xml:"Checksums"`
-			} `xml:"prop"`
-		} `xml:"propstat"`
-	} `xml:"response"`
-}
-
-const propfindBody = `<?xml version="1.0" encoding="utf-8"?>
-<D:propfind xmlns:D="DAV:" xmlns:C="http://www.dcache.org/2013/webdav"><D:prop>
-<D:getcontentlength/><D:getlastmodified/><D:resourcetype/><C:Checksums/>
-</D:prop></D:propfind>`
-
-func (c *Client) propfind(ctx context.Context, u, depth string) ([]Info, error) {
-	base, err := url.Parse(u)
-	if err != nil {
-		return nil, err
-	}
-	hdr := http.Header{"Depth": {depth}, "Content-Type": {"application/xml"}}
-	body := propfindBody
-	if depth == "1" {
-		// Listing checksums would make the server read every file.
-		body = strings.Replace(body, "<C:Checksums/>", "", 1)
-	}
-	resp, err := c.do(ctx, "PROPFIND", u, strings.NewReader(body), hdr)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var ms msResp
-	if err := xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ms); err != nil {
-		return nil, fmt.Errorf("PROPFIND %s: bad answer: %w", u, err)
-	}
-	out := make([]Info, 0, len(ms.Responses))
-	for _, r := range ms.Responses {
-		href, err := url.Parse(r.Href)
+// follow runs op on target, following redirects. It returns the URL that
+// answered last, the alternates the chain advertised, and the first
+// server that redirected (the redirector).
+func (c *Client) follow(ctx context.Context, target *url.URL, maxHops int, op func(context.Context, Transport, *url.URL) error) (final *url.URL, alts []*url.URL, redirector *url.URL, err error) {
+	for hop := 0; ; hop++ {
+		t, err := c.transport(target)
 		if err != nil {
-			continue
+			return target, alts, redirector, err
 		}
-		abs := base.ResolveReference(href)
-		in := Info{URL: abs.String(), Name: lastSeg(abs.Path)}
-		for _, ps := range r.Propstat {
-			if !strings.Contains(ps.Status, " 200") {
-				continue
-			}
-			p := ps.Prop
-			in.IsDir = p.ResourceType.Collection != nil
-			if n, err := strconv.ParseInt(strings.TrimSpace(p.Length), 10, 64); err == nil {
-				in.Size = n
-			}
-			if t, err := http.ParseTime(p.LastModified); err == nil {
-				in.ModTime = t
-			}
-			if p.Checksums != "" {
-				in.Checksums = strings.TrimSpace(p.Checksums)
-			}
+		err = op(ctx, t, target)
+		var re *RedirectError
+		if !errors.As(err, &re) {
+			return target, alts, redirector, err
 		}
-		out = append(out, in)
+		if hop >= maxHops {
+			return target, alts, redirector, fmt.Errorf("%s: more than %d redirects", target.Redacted(), maxHops)
+		}
+		if redirector == nil {
+			redirector = stripTried(target)
+		}
+		alts = mergeURLs(alts, re.Alternates)
+		c.Log.Debug("redirected", "from", target.Redacted(), "to", re.Location.Redacted(), "alternates", len(re.Alternates))
+		target = re.Location
 	}
-	return out, nil
+}
+
+func pickUntried(us []*url.URL, tried map[string]bool) *url.URL {
+	for _, u := range us {
+		if !tried[u.Host] {
+			return u
+		}
+	}
+	return nil
+}
+
+func mergeURLs(a, b []*url.URL) []*url.URL {
+	for _, u := range b {
+		dup := false
+		for _, x := range a {
+			if x.String() == u.String() {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			a = append(a, u)
+		}
+	}
+	return a
+}
+
+// withTried asks a redirector again, naming the hosts that failed in the
+// `tried` query parameter (XRootD's convention; wanda's redirector
+// honours it, docs/protocol.md).
+func withTried(u *url.URL, tried map[string]bool) *url.URL {
+	v := *u
+	q := v.Query()
+	var hosts []string
+	for h := range tried {
+		if h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return u
+	}
+	q.Set("tried", strings.Join(hosts, ","))
+	v.RawQuery = q.Encode()
+	return &v
+}
+
+func stripTried(u *url.URL) *url.URL {
+	v := *u
+	q := v.Query()
+	if q.Has("tried") {
+		q.Del("tried")
+		v.RawQuery = q.Encode()
+	}
+	return &v
+}
+
+func parseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%q: not a URL with a host", s)
+	}
+	return u, nil
 }
 
 func lastSeg(p string) string {
@@ -216,54 +316,4 @@ func lastSeg(p string) string {
 		return p[i+1:]
 	}
 	return p
-}
-
-// Remove deletes u. A directory needs recursive, so that `rm` of a
-// directory by mistake does not delete a tree.
-func (c *Client) Remove(ctx context.Context, u string, recursive bool) error {
-	if !recursive {
-		in, err := c.Stat(ctx, u)
-		if err != nil {
-			return err
-		}
-		if in.IsDir {
-			return fmt.Errorf("%s is a directory (use -r to remove it and everything below)", u)
-		}
-	}
-	resp, err := c.do(ctx, http.MethodDelete, u, nil, nil)
-	if err != nil {
-		return err
-	}
-	return resp.Body.Close()
-}
-
-// Mkdir creates directory u; with parents, missing parents too and an
-// existing directory is not an error.
-func (c *Client) Mkdir(ctx context.Context, u string, parents bool) error {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return err
-	}
-	if !parents {
-		resp, err := c.do(ctx, "MKCOL", u, nil, nil)
-		if err != nil {
-			return err
-		}
-		return resp.Body.Close()
-	}
-	segs := strings.Split(strings.Trim(pu.Path, "/"), "/")
-	for i := range segs {
-		step := *pu
-		step.Path = "/" + strings.Join(segs[:i+1], "/")
-		resp, err := c.do(ctx, "MKCOL", step.String(), nil, nil)
-		var se *StatusError
-		if errors.As(err, &se) && se.Code == http.StatusMethodNotAllowed {
-			continue // exists
-		}
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-	}
-	return nil
 }

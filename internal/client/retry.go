@@ -1,0 +1,248 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Policy says how hard the engine tries. The zero value is usable:
+// DefaultPolicy's values fill what is left zero.
+type Policy struct {
+	// Attempts is how many times one request is tried in all (first try
+	// included) before the engine gives up on it. Progress resets it: a
+	// large stream that dies after moving bytes gets fresh attempts.
+	Attempts int
+	// Backoff is the first wait between tries; each next wait doubles up
+	// to MaxBackoff, with full jitter. A server's Retry-After wins when
+	// longer (up to MaxRetryAfter).
+	Backoff, MaxBackoff, MaxRetryAfter time.Duration
+	// Stall aborts a request when no byte moved for this long (waiting for
+	// the answer included). It is not a limit on the whole transfer.
+	Stall time.Duration
+	// ChecksumAttempts is how many times a whole file is transferred when
+	// its checksum does not match before the mismatch is reported.
+	ChecksumAttempts int
+	// MaxRedirects bounds a redirect chain.
+	MaxRedirects int
+	// RouteTTL is how long a redirect answer is reused for the same URL.
+	RouteTTL time.Duration
+}
+
+// DefaultPolicy is what the CLI uses.
+var DefaultPolicy = Policy{
+	Attempts:         5,
+	Backoff:          250 * time.Millisecond,
+	MaxBackoff:       30 * time.Second,
+	MaxRetryAfter:    5 * time.Minute,
+	Stall:            60 * time.Second,
+	ChecksumAttempts: 2,
+	MaxRedirects:     10,
+	RouteTTL:         60 * time.Second,
+}
+
+func (p Policy) withDefaults() Policy {
+	d := DefaultPolicy
+	if p.Attempts > 0 {
+		d.Attempts = p.Attempts
+	}
+	if p.Backoff > 0 {
+		d.Backoff = p.Backoff
+	}
+	if p.MaxBackoff > 0 {
+		d.MaxBackoff = p.MaxBackoff
+	}
+	if p.MaxRetryAfter > 0 {
+		d.MaxRetryAfter = p.MaxRetryAfter
+	}
+	if p.Stall > 0 {
+		d.Stall = p.Stall
+	}
+	if p.ChecksumAttempts > 0 {
+		d.ChecksumAttempts = p.ChecksumAttempts
+	}
+	if p.MaxRedirects > 0 {
+		d.MaxRedirects = p.MaxRedirects
+	}
+	if p.RouteTTL > 0 {
+		d.RouteTTL = p.RouteTTL
+	}
+	return d
+}
+
+// backoff is the wait before try number n (n >= 1 is the first retry):
+// full jitter over an exponentially growing cap, at least what the server
+// asked for.
+func (p Policy) backoff(n int, retryAfter time.Duration) time.Duration {
+	ceil := p.Backoff
+	for i := 1; i < n && ceil < p.MaxBackoff; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, p.MaxBackoff)
+	d := ceil/2 + rand.N(ceil/2+1)
+	if retryAfter > d {
+		d = min(retryAfter, p.MaxRetryAfter)
+	}
+	return d
+}
+
+// Class is what the engine does after an error.
+type Class int
+
+const (
+	// Fatal: retrying cannot help (404, 403, 401, local disk errors, ...).
+	Fatal Class = iota
+	// Retry: the same request may succeed later, at the same server.
+	Retry
+	// Failover: the server is in trouble; another replica may do better.
+	Failover
+)
+
+// Classify says whether err is worth another try, and where.
+func Classify(err error) Class {
+	if err == nil {
+		return Fatal
+	}
+	var le *localError
+	if errors.As(err, &le) {
+		return Fatal // our disk, not the server
+	}
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized),
+		errors.Is(err, ErrExist), errors.Is(err, ErrIsDir), errors.Is(err, ErrNoTransport),
+		errors.Is(err, ErrSourceChanged):
+		// A changed source is not retried request by request: the whole
+		// file starts over (see Client.download).
+		return Fatal
+	case errors.Is(err, ErrStalled), errors.Is(err, ErrChecksum):
+		// Checked before context errors: a stall cancels the request's
+		// own context and wraps what that context reported.
+		return Failover
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Fatal // the caller's context: never retried
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch {
+		case se.Code == 429 || se.Code == 408:
+			return Retry
+		case se.Code == 503 && se.RetryAfter > 0:
+			return Retry // the server said when: it will be back
+		case se.Code >= 500:
+			return Failover
+		}
+		return Fatal
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return Failover
+	}
+	var r interface{ Retryable() bool }
+	if errors.As(err, &r) && r.Retryable() {
+		return Failover
+	}
+	return Fatal
+}
+
+// retryAfter is the wait a server asked for, if any.
+func retryAfter(err error) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.RetryAfter
+	}
+	return 0
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// watchdog cancels a request's context when no progress is reported for
+// the stall timeout. Progress (Kick) resets it; it costs one timer.
+type watchdog struct {
+	d     time.Duration
+	mu    sync.Mutex
+	t     *time.Timer
+	fired bool
+}
+
+// withStall derives a context that is cancelled with ErrStalled when the
+// returned watchdog is not kicked for d. stop releases it.
+func withStall(ctx context.Context, d time.Duration) (context.Context, *watchdog, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &watchdog{d: d}
+	w.t = time.AfterFunc(d, func() {
+		w.mu.Lock()
+		w.fired = true
+		w.mu.Unlock()
+		cancel(ErrStalled)
+	})
+	return ctx, w, func() { w.t.Stop(); cancel(context.Canceled) }
+}
+
+// Kick records progress.
+func (w *watchdog) Kick() {
+	w.mu.Lock()
+	if !w.fired {
+		w.t.Reset(w.d)
+	}
+	w.mu.Unlock()
+}
+
+// stalled reports whether the watchdog fired.
+func (w *watchdog) stalled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fired
+}
+
+// stallErr turns the context error a stalled request reports into
+// ErrStalled, so that the caller sees why.
+func stallErr(ctx context.Context, w *watchdog, err error) error {
+	if err != nil && w.stalled() {
+		return &stalledError{d: w.d, err: err}
+	}
+	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStalled) {
+		return &stalledError{d: w.d, err: err}
+	}
+	return err
+}
+
+type stalledError struct {
+	d   time.Duration
+	err error
+}
+
+func (e *stalledError) Error() string {
+	return "no data for " + e.d.String() + ": " + ErrStalled.Error()
+}
+func (e *stalledError) Is(t error) bool { return t == ErrStalled }
+func (e *stalledError) Unwrap() error   { return e.err }
+
+// kickReader reports progress to a watchdog on every successful read.
+type kickReader struct {
+	r io.Reader
+	w *watchdog
+}
+
+func (k kickReader) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if n > 0 {
+		k.w.Kick()
+	}
+	return n, err
+}

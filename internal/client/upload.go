@@ -1,0 +1,350 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wanda-fed/wanda/internal/checksum"
+)
+
+// upload copies the local file src to dst. The file's checksum travels
+// with the request (Digest), so a wanda, XRootD or dCache server verifies
+// the bytes before making the file visible; large files go in parallel
+// parts when the server takes them (docs/protocol.md), else in one PUT.
+func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOptions, res *Result, bar Bar) error {
+	p := c.Policy.withDefaults()
+	plan, err := planSums(o.Checksum)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", src)
+	}
+	size := fi.Size()
+	bar.SetTotal(size)
+	wo := WriteOptions{NoReplace: o.NoReplace}
+	if len(plan.compute) > 0 {
+		h := checksum.NewMulti(plan.compute)
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+			return fmt.Errorf("checksum of %s: %w", src, err)
+		}
+		wo.Checksums = h.Sums()
+		alg := plan.compute[0]
+		res.Checksum = alg + ":" + checksum.Hex(wo.Checksums[alg])
+	}
+	streams := o.Streams
+	if streams <= 0 {
+		streams = autoStreams(size)
+	}
+	for attempt := 1; ; attempt++ {
+		bar.SetCurrent(0)
+		err = c.uploadOnce(ctx, f, size, dst, streams, wo, res, bar)
+		if err == nil && plan.required {
+			err = c.verifyRemote(ctx, dst, plan.compute[0], wo.Checksums[plan.compute[0]], res)
+		}
+		if err == nil {
+			res.Verified = len(wo.Checksums) > 0
+			return nil
+		}
+		if !errors.Is(err, ErrChecksum) || attempt >= p.ChecksumAttempts {
+			return err
+		}
+		res.Retries++
+		c.Log.Warn("uploading the whole file again", "dst", dst.Redacted(), "err", err)
+	}
+}
+
+// verifyRemote compares the server's checksum of dst with ours; on a
+// mismatch the bad copy is removed.
+func (c *Client) verifyRemote(ctx context.Context, dst *url.URL, alg string, want []byte, res *Result) error {
+	got, err := c.Checksum(ctx, dst.String(), alg)
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", dst.Redacted(), err)
+	}
+	if !bytes.Equal(got, want) {
+		_ = c.run(ctx, dst, call{op: func(ctx context.Context, t Transport, target *url.URL) error { return t.Remove(ctx, target) }})
+		return &ChecksumError{Alg: alg, Want: want, Got: got, Whom: "source", What: "destination " + res.Server}
+	}
+	return nil
+}
+
+func (c *Client) uploadOnce(ctx context.Context, f *os.File, size int64, dst *url.URL, streams int, wo WriteOptions, res *Result, bar Bar) error {
+	lo, hi := int64(8<<20), int64(16<<20)
+	if streams > 1 && size >= 2*lo {
+		ok, err := c.canWriteParts(ctx, dst, res)
+		if err != nil {
+			return err
+		}
+		if ok {
+			res.Streams = streams
+			return c.uploadParts(ctx, f, size, dst, streams, lo, hi, wo, res, bar)
+		}
+	}
+	res.Streams = 1
+	p := c.Policy.withDefaults()
+	var st opStats
+	var sent atomic.Int64
+	err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+		sctx, wd, stop := withStall(ctx, p.Stall)
+		defer stop()
+		sent.Store(0)
+		bar.SetCurrent(0)
+		body := func() (io.ReadCloser, error) {
+			return io.NopCloser(kickReader{r: &countReader{r: io.NewSectionReader(f, 0, size), n: &sent, bar: bar}, w: wd}), nil
+		}
+		return stallErr(sctx, wd, t.Write(sctx, target, body, size, wo))
+	}})
+	res.Retries += st.Retries
+	res.Server = st.Server
+	res.Bytes = size
+	return err
+}
+
+// canWriteParts asks (following redirects, so that a redirector's choice
+// of server is made once and cached) whether dst's server takes parts.
+func (c *Client) canWriteParts(ctx context.Context, dst *url.URL, res *Result) (bool, error) {
+	ok := false
+	var st opStats
+	err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+		pw, is := t.(PartWriter)
+		if !is {
+			return nil
+		}
+		var err error
+		ok, err = pw.CanWriteParts(ctx, target)
+		return err
+	}})
+	res.Retries += st.Retries
+	return ok, err
+}
+
+// uploadParts sends the file as parts on parallel connections.
+func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *url.URL, streams int, lo, hi int64, wo WriteOptions, res *Result, bar Bar) error {
+	p := c.Policy.withDefaults()
+	id := uploadID()
+	s := newSched(size, nil, streams, lo, hi)
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		firstErr  error
+		completed bool
+	)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r, ok := s.next()
+				if !ok {
+					return
+				}
+				var st opStats
+				var done bool
+				err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+					pw, is := t.(PartWriter)
+					if !is {
+						return fmt.Errorf("%s: the transport cannot write parts", target.Redacted())
+					}
+					sctx, wd, stop := withStall(ctx, p.Stall)
+					defer stop()
+					body := func() (io.ReadCloser, error) {
+						return io.NopCloser(kickReader{r: io.NewSectionReader(f, r.Off, r.Len), w: wd}), nil
+					}
+					var err error
+					done, err = pw.WritePart(sctx, target, id, body, r.Off, r.Len, size, wo)
+					return stallErr(sctx, wd, err)
+				}})
+				mu.Lock()
+				res.Retries += st.Retries
+				if st.Server != "" {
+					res.Server = st.Server
+				}
+				if done {
+					completed = true
+				}
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel(err)
+					s.fail()
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+				bar.Add(int(r.Len))
+				s.complete(r)
+			}
+		}()
+	}
+	wg.Wait()
+	res.Bytes = size
+	if firstErr != nil {
+		return firstErr
+	}
+	if !completed {
+		// The completing answer was lost (a retried part found the
+		// session already committed): check that the file is there.
+		in, err := c.stat(ctx, dst, nil, false)
+		if err != nil {
+			return fmt.Errorf("after sending all parts: %w", err)
+		}
+		if in.Size != size {
+			return fmt.Errorf("after sending all parts, %s has %d bytes, not %d", dst.Redacted(), in.Size, size)
+		}
+	}
+	return nil
+}
+
+func uploadID() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// countReader counts bytes read into n and a progress bar.
+type countReader struct {
+	r   io.Reader
+	n   *atomic.Int64
+	bar Bar
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n.Add(int64(n))
+		c.bar.Add(n)
+	}
+	return n, err
+}
+
+// relay copies a remote file to another remote location through this
+// host (single stream: GET piped into PUT), with the source's checksum
+// sent along so the destination verifies it.
+func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.URL, o CopyOptions, res *Result, bar Bar) error {
+	plan, err := planSums(o.Checksum)
+	if err != nil {
+		return err
+	}
+	in, err := c.stat(ctx, src, plan.ask, false)
+	if err != nil {
+		return err
+	}
+	if info != nil && !sameVersion(*info, in, mustParse(in.URL)) && info.Size != in.Size {
+		return fmt.Errorf("%s: %w", src.Redacted(), ErrSourceChanged)
+	}
+	bar.SetTotal(in.Size)
+	wo := WriteOptions{NoReplace: o.NoReplace}
+	if alg, sum := pickSum(in.Sums, plan.ask); alg != "" {
+		wo.Checksums = map[string][]byte{alg: sum}
+		res.Checksum = alg + ":" + checksum.Hex(sum)
+	} else if plan.required {
+		return fmt.Errorf("%s: the server offers no %s checksum (use --checksum auto or none)", src.Redacted(), plan.ask[0])
+	}
+	var st opStats
+	var sent atomic.Int64
+	err = c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+		sent.Store(0)
+		bar.SetCurrent(0)
+		body := func() (io.ReadCloser, error) {
+			pr, pw := io.Pipe()
+			go func() {
+				_, err := c.fetch(ctx, src, 0, in.Size, nil, &in, func(b []byte, _ int64) error {
+					_, err := pw.Write(b)
+					return err
+				}, nil, nil)
+				pw.CloseWithError(err)
+			}()
+			return &countReadCloser{countReader{r: pr, n: &sent, bar: bar}, pr}, nil
+		}
+		return t.Write(ctx, target, body, in.Size, wo)
+	}})
+	res.Retries += st.Retries
+	res.Server = st.Server
+	res.Bytes = sent.Load()
+	res.Streams = 1
+	if err == nil && len(wo.Checksums) > 0 {
+		res.Verified = true
+		if plan.required {
+			for alg, sum := range wo.Checksums {
+				err = c.verifyRemote(ctx, dst, alg, sum, res)
+			}
+		}
+	}
+	return err
+}
+
+type countReadCloser struct {
+	countReader
+	c io.Closer
+}
+
+func (c *countReadCloser) Close() error { return c.c.Close() }
+
+// copyLocal copies between two local paths through a part file.
+func copyLocal(ctx context.Context, src, dst string, o CopyOptions, res *Result, bar Bar) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	bar.SetTotal(fi.Size())
+	if o.NoReplace {
+		if _, err := os.Lstat(dst); err == nil {
+			return fmt.Errorf("%s: %w", dst, ErrExist)
+		}
+	}
+	part := partPath(dst)
+	out, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(part)
+	defer out.Close()
+	n, err := io.Copy(out, ctxReader{ctx, in})
+	res.Bytes, res.Streams = n, 1
+	bar.SetCurrent(n)
+	if err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	_ = os.Chtimes(part, fi.ModTime(), fi.ModTime())
+	return publish(part, dst, o.NoReplace)
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
