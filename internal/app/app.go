@@ -38,6 +38,7 @@ type Server struct {
 	http     *http.Server
 	backends []*posix.Backend
 	handler  http.Handler
+	data     *httpserve.Handler
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -81,7 +82,10 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		Metrics:     m,
 		MaxRanges:   cfg.Server.HTTP.MaxRanges,
 		MakeParents: cfg.Server.HTTP.MakeParents,
+		// Parallel-upload sessions (docs/protocol.md).
+		ParallelPutIdleTimeout: cfg.Server.HTTP.ParallelPutIdleTimeout,
 	})
+	s.data = data
 	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
 	// No ServeMux in front of data: it would answer unclean paths
@@ -157,6 +161,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = s.http.Close()
 	}
 	<-errc
+	// Unfinished parallel uploads: their temp files go.
+	s.data.Close()
 	return err
 }
 

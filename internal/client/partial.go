@@ -24,10 +24,10 @@ func statePath(dst string) string { return partPath(dst) + ".json" }
 
 // partState is the persisted record of a partial download.
 type partState struct {
-	URL   string    `json:"url"`
-	Size  int64     `json:"size"`
-	ETag  string    `json:"etag,omitempty"`
-	MTime time.Time `json:"mtime,omitzero"`
+	URL   string     `json:"url"`
+	Size  int64      `json:"size"`
+	ETag  string     `json:"etag,omitempty"`
+	MTime time.Time  `json:"mtime,omitzero"`
 	Done  [][2]int64 `json:"done"` // [offset, length], sorted, merged
 }
 

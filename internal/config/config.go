@@ -69,6 +69,10 @@ type HTTP struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	// IdleTimeout closes keep-alive connections idle this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ParallelPutIdleTimeout discards a parallel upload (PUT parts with
+	// Wanda-Upload-Id, docs/protocol.md) that received no part for this
+	// long, and removes its temporary file.
+	ParallelPutIdleTimeout time.Duration `yaml:"parallel_put_idle_timeout"`
 }
 
 // Checksums configures checksums.
@@ -100,6 +104,8 @@ func Default() Config {
 				MakeParents:       true,
 				ReadHeaderTimeout: 30 * time.Second,
 				IdleTimeout:       2 * time.Minute,
+
+				ParallelPutIdleTimeout: 10 * time.Minute,
 			},
 			Checksums:       Checksums{OnWrite: []string{"adler32"}},
 			ShutdownTimeout: 30 * time.Second,
@@ -161,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if s.HTTP.MaxHeaderBytes < 32<<10 {
 		errs = append(errs, errors.New("server.http.max_header_bytes: must be at least 32768"))
+	}
+	if s.HTTP.ParallelPutIdleTimeout < time.Second {
+		errs = append(errs, errors.New("server.http.parallel_put_idle_timeout: must be at least 1s"))
 	}
 	for i, a := range s.Checksums.OnWrite {
 		if !knownAlg(a) {

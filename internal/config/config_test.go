@@ -204,6 +204,7 @@ func TestValidate(t *testing.T) {
 		{"tls key only", func(c *Config) { c.Server.TLS.Key = "k.pem" }, []string{"server.tls"}},
 		{"max ranges", func(c *Config) { c.Server.HTTP.MaxRanges = 0 }, []string{"server.http.max_ranges"}},
 		{"header bytes", func(c *Config) { c.Server.HTTP.MaxHeaderBytes = 1024 }, []string{"server.http.max_header_bytes"}},
+		{"parallel put idle", func(c *Config) { c.Server.HTTP.ParallelPutIdleTimeout = 0 }, []string{"server.http.parallel_put_idle_timeout"}},
 		{"on_write", func(c *Config) { c.Server.Checksums.OnWrite = []string{"adler32", "sha1"} }, []string{"server.checksums.on_write[1]", "sha1"}},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, []string{"log.level", "verbose"}},
 		{"log level case", func(c *Config) { c.Log.Level = "INFO" }, []string{"log.level"}},
@@ -252,5 +253,14 @@ func TestDefaultDurations(t *testing.T) {
 	}
 	if cfg.Server.ShutdownTimeout != 30*time.Second || cfg.Server.HTTP.IdleTimeout != time.Hour {
 		t.Errorf("durations %v, %v", cfg.Server.ShutdownTimeout, cfg.Server.HTTP.IdleTimeout)
+	}
+	if d.Server.HTTP.ParallelPutIdleTimeout != 10*time.Minute {
+		t.Errorf("parallel_put_idle_timeout default %v", d.Server.HTTP.ParallelPutIdleTimeout)
+	}
+	if err := DecodeStrict([]byte("server:\n  http:\n    parallel_put_idle_timeout: 90s\n"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.HTTP.ParallelPutIdleTimeout != 90*time.Second {
+		t.Errorf("parallel_put_idle_timeout %v", cfg.Server.HTTP.ParallelPutIdleTimeout)
 	}
 }

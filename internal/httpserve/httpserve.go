@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/metrics"
@@ -35,12 +36,19 @@ type Options struct {
 	// Checksums lists algorithms answered to Want-Digest; nil means
 	// every algorithm the checksum package knows.
 	Checksums []string
+	// ParallelPutIdleTimeout discards a parallel upload (putparts.go) that
+	// received no part for this long (default 10 minutes).
+	ParallelPutIdleTimeout time.Duration
+	// MaxParallelPuts bounds the parallel uploads in progress; parts that
+	// would start one more get 503 (default 1024).
+	MaxParallelPuts int
 }
 
 // Handler serves the data namespace. Build it with New.
 type Handler struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	parts *partSessions
 }
 
 // New returns a Handler.
@@ -54,7 +62,13 @@ func New(opts Options) *Handler {
 	if opts.Auth == nil {
 		opts.Auth = auth.ExportPolicy{}
 	}
-	return &Handler{opts: opts, log: opts.Log}
+	if opts.ParallelPutIdleTimeout <= 0 {
+		opts.ParallelPutIdleTimeout = defaultPartIdle
+	}
+	if opts.MaxParallelPuts <= 0 {
+		opts.MaxParallelPuts = defaultMaxPartSessions
+	}
+	return &Handler{opts: opts, log: opts.Log, parts: newPartSessions(opts.ParallelPutIdleTimeout, opts.MaxParallelPuts, opts.Log)}
 }
 
 // ServeHTTP dispatches by method; every handler returns an error that
@@ -90,10 +104,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 const allowed = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND"
 
-func (h *Handler) options(w http.ResponseWriter, _ *http.Request) error {
+func (h *Handler) options(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Allow", allowed)
 	w.Header().Set("DAV", "1")
 	w.Header().Set("Accept-Ranges", "bytes")
+	if h.parallelPut(r.URL.Path) {
+		w.Header().Set(hdrParallelPut, "1")
+	}
 	w.WriteHeader(http.StatusOK)
 	return nil
 }

@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,44 +27,24 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if t.rel == "" || strings.HasSuffix(r.URL.Path, "/") {
 		return Errorf(http.StatusConflict, "%s: cannot PUT onto a directory", t.URLPath())
 	}
-	if r.Header.Get("Content-Range") != "" {
-		// Partial PUT would need read-modify-write; refusing is what RFC
-		// 9110 §14.5 asks of servers that do not support it.
-		return Errorf(http.StatusNotImplemented, "partial PUT (Content-Range) is not supported")
+	if r.Header.Get("Content-Range") != "" || r.Header.Get(hdrUploadID) != "" {
+		return h.putPart(w, r, t) // one part of a parallel upload (putparts.go)
 	}
 	digests, err := uploadDigests(r)
 	if err != nil {
 		return err
 	}
-	noReplace := strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F") ||
-		strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"
+	noReplace := noReplaceAsked(r)
 	be := t.export.Backend
-	existed := false
-	if fi, err := be.Stat(r.Context(), t.rel); err == nil {
-		if fi.IsDir {
-			return Errorf(http.StatusConflict, "%s is a directory", t.URLPath())
-		}
-		existed = true
-		if noReplace {
-			return Errorf(http.StatusPreconditionFailed, "%s exists and the request forbids replacing it", t.URLPath())
-		}
-		if im := r.Header.Get("If-Match"); im != "" && !etagListMatch(im, ETag(fi), true) {
-			return Errorf(http.StatusPreconditionFailed, "%s: If-Match does not match the current ETag", t.URLPath())
-		}
-	} else if r.Header.Get("If-Match") != "" {
-		return Errorf(http.StatusPreconditionFailed, "%s: If-Match on a file that does not exist", t.URLPath())
+	existed, err := putPreconditions(r.Context(), be, t, noReplace, r.Header.Get("If-Match"))
+	if err != nil {
+		return err
 	}
 	up, err := be.Create(r.Context(), t.rel, storage.CreateOptions{
 		NoReplace: noReplace, MakeParents: h.opts.MakeParents, Size: r.ContentLength,
 	})
-	if errors.Is(err, storage.ErrNotFound) {
-		return Errorf(http.StatusConflict, "%s: parent directory does not exist (and make_parents is off)", t.URLPath())
-	}
-	if errors.Is(err, storage.ErrNotDir) {
-		return Errorf(http.StatusConflict, "%s: a parent is not a directory", t.URLPath())
-	}
 	if err != nil {
-		return err
+		return createErr(t, err)
 	}
 	defer up.Abort()
 	var dst io.Writer = up
@@ -105,6 +86,53 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return answerStored(w, t, fi, existed)
+}
+
+// noReplaceAsked reports "Overwrite: F" (WebDAV) or "If-None-Match: *".
+func noReplaceAsked(r *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F") ||
+		strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"
+}
+
+// putPreconditions checks the target of an upload: not a directory, absent
+// when noReplace, matching ifMatch (an If-Match value) when given. existed
+// tells 204 from 201.
+func putPreconditions(ctx context.Context, be storage.Backend, t target, noReplace bool, ifMatch string) (existed bool, err error) {
+	fi, err := be.Stat(ctx, t.rel)
+	if err != nil {
+		if ifMatch != "" {
+			return false, Errorf(http.StatusPreconditionFailed, "%s: If-Match on a file that does not exist", t.URLPath())
+		}
+		return false, nil
+	}
+	if fi.IsDir {
+		return true, Errorf(http.StatusConflict, "%s is a directory", t.URLPath())
+	}
+	if noReplace {
+		return true, Errorf(http.StatusPreconditionFailed, "%s exists and the request forbids replacing it", t.URLPath())
+	}
+	if ifMatch != "" && !etagListMatch(ifMatch, ETag(fi), true) {
+		return true, Errorf(http.StatusPreconditionFailed, "%s: If-Match does not match the current ETag", t.URLPath())
+	}
+	return true, nil
+}
+
+// createErr turns a failed Create into the answer for an upload: a missing
+// or non-directory parent is a 409, as for MKCOL.
+func createErr(t target, err error) error {
+	if errors.Is(err, storage.ErrNotFound) {
+		return Errorf(http.StatusConflict, "%s: parent directory does not exist (and make_parents is off)", t.URLPath())
+	}
+	if errors.Is(err, storage.ErrNotDir) {
+		return Errorf(http.StatusConflict, "%s: a parent is not a directory", t.URLPath())
+	}
+	return err
+}
+
+// answerStored answers a committed upload: 204 when it replaced a file,
+// else 201 with Location.
+func answerStored(w http.ResponseWriter, t target, fi storage.FileInfo, existed bool) error {
 	w.Header().Set("ETag", ETag(fi))
 	if existed {
 		w.WriteHeader(http.StatusNoContent)

@@ -95,7 +95,7 @@ func TestPutRefused(t *testing.T) {
 		{"/scratch/adir/", nil, 409, "directory"},
 		{"/scratch/newdir/", nil, 409, "directory"},
 		{"/scratch/file/x", nil, 409, ""},
-		{"/scratch/x", []string{"Content-Range", "bytes 0-4/5"}, 501, "Content-Range"},
+		{"/scratch/x", []string{"Content-Range", "bytes 0-4/5"}, 400, "Wanda-Upload-Id"},
 		{"/scratch/.wanda-upload.0123456789abcdef", nil, 403, ""},
 		{"/scratch/adir/.wanda-upload.x/y", nil, 403, ""},
 	}

@@ -115,3 +115,30 @@ type RemoveAller interface {
 type CachedChecksummer interface {
 	CachedChecksum(ctx context.Context, name, alg string) ([]byte, bool)
 }
+
+// RandomUploader is an optional capability: uploads of a known size written
+// at arbitrary offsets, in any order and concurrently, then committed as
+// atomically as Create's (the HTTP front-end's parallel PUT of one file).
+type RandomUploader interface {
+	// CreateRandom starts an upload of exactly size bytes to name. opts
+	// apply as for Create, except Size, which is ignored.
+	CreateRandom(ctx context.Context, name string, size int64, opts CreateOptions) (RandomUpload, error)
+}
+
+// RandomUpload is a file of a fixed size being written at offsets. As with
+// Upload, nothing is visible under the target name until Commit succeeds,
+// Abort (or a failed Commit) leaves no trace, and Abort after Commit is a
+// no-op. WriteAt and ReadAt may run concurrently with each other (ranges
+// written twice hold the last write); Checksums, Commit and Abort must not
+// run concurrently with anything. WriteAt beyond size fails.
+type RandomUpload interface {
+	io.WriterAt
+	io.ReaderAt
+	// Checksums reads the whole file once and returns the checksums algs
+	// (checksum package names) of what was written. A backend that caches
+	// checksums on write computes its own algorithms in the same pass and
+	// stores them at Commit, so call it after the last WriteAt.
+	Checksums(ctx context.Context, algs []string) (map[string][]byte, error)
+	Commit(ctx context.Context) (FileInfo, error)
+	Abort() error
+}

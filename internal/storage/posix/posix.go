@@ -225,46 +225,57 @@ func (b *Backend) List(_ context.Context, name string) ([]storage.FileInfo, erro
 
 // Create starts an atomic upload to name.
 func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOptions) (storage.Upload, error) {
-	if name == "" {
-		return nil, fmt.Errorf("create: %w", storage.ErrIsDir)
-	}
-	if err := b.check(name); err != nil {
-		return nil, fmt.Errorf("create %q: %w", name, storage.ErrPermission)
-	}
-	if fi, err := b.root.Stat(name); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("create %q: %w", name, storage.ErrIsDir)
-	} else if err == nil && opts.NoReplace {
-		return nil, fmt.Errorf("create %q: %w", name, storage.ErrExist)
-	}
-	dir := storage.Dir(name)
-	if opts.MakeParents && dir != "" {
-		if err := b.root.MkdirAll(dir, b.opts.DirMode); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				// A file is in the way of a parent directory.
-				return nil, fmt.Errorf("create %q: parent %w: %w", name, storage.ErrNotDir, err)
-			}
-			return nil, mapErr("create", name, err)
-		}
-	}
-	if dir != "" {
-		fi, err := b.root.Stat(dir)
-		if err != nil {
-			return nil, mapErr("create", name, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
-		}
-	}
-	tmp := tempName(dir)
-	f, err := b.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
+	f, tmp, err := b.createTemp(name, opts, os.O_WRONLY)
 	if err != nil {
-		return nil, mapErr("create", name, err)
+		return nil, err
 	}
 	u := &upload{b: b, f: f, tmp: tmp, name: name, opts: opts}
 	if len(b.opts.OnWrite) > 0 {
 		u.sums = checksum.NewMulti(b.opts.OnWrite)
 	}
 	return u, nil
+}
+
+// createTemp checks that name may be created (and makes its parents when
+// asked), then opens a fresh hidden temp file beside it with mode, which is
+// O_WRONLY or O_RDWR.
+func (b *Backend) createTemp(name string, opts storage.CreateOptions, mode int) (*os.File, string, error) {
+	if name == "" {
+		return nil, "", fmt.Errorf("create: %w", storage.ErrIsDir)
+	}
+	if err := b.check(name); err != nil {
+		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrPermission)
+	}
+	if fi, err := b.root.Stat(name); err == nil && fi.IsDir() {
+		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrIsDir)
+	} else if err == nil && opts.NoReplace {
+		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrExist)
+	}
+	dir := storage.Dir(name)
+	if opts.MakeParents && dir != "" {
+		if err := b.root.MkdirAll(dir, b.opts.DirMode); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				// A file is in the way of a parent directory.
+				return nil, "", fmt.Errorf("create %q: parent %w: %w", name, storage.ErrNotDir, err)
+			}
+			return nil, "", mapErr("create", name, err)
+		}
+	}
+	if dir != "" {
+		fi, err := b.root.Stat(dir)
+		if err != nil {
+			return nil, "", mapErr("create", name, err)
+		}
+		if !fi.IsDir() {
+			return nil, "", fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
+		}
+	}
+	tmp := tempName(dir)
+	f, err := b.root.OpenFile(tmp, mode|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
+	if err != nil {
+		return nil, "", mapErr("create", name, err)
+	}
+	return f, tmp, nil
 }
 
 // tempName is a fresh hidden name in dir.
@@ -332,6 +343,17 @@ func (u *upload) Commit(ctx context.Context) (storage.FileInfo, error) {
 		u.Abort()
 		return storage.FileInfo{}, fmt.Errorf("commit %q: got %d of %d bytes: %w", u.name, u.n, u.opts.Size, storage.ErrShortWrite)
 	}
+	var sums map[string][]byte
+	if u.sums != nil {
+		sums = u.sums.Sums()
+	}
+	return u.publish(ctx, sums)
+}
+
+// publish fsyncs the temp file, stores sums in the checksum store, and
+// renames (or, for NoReplace, links) it to the target name. Any failure
+// aborts.
+func (u *upload) publish(ctx context.Context, sums map[string][]byte) (storage.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		u.Abort()
 		return storage.FileInfo{}, err
@@ -345,8 +367,8 @@ func (u *upload) Commit(ctx context.Context) (storage.FileInfo, error) {
 		u.Abort()
 		return storage.FileInfo{}, mapErr("commit", u.name, err)
 	}
-	if u.sums != nil && u.b.opts.Checksums != nil {
-		for alg, sum := range u.sums.Sums() {
+	if u.b.opts.Checksums != nil {
+		for alg, sum := range sums {
 			// Stored on the temp file's descriptor: the record travels with
 			// the inode through the rename below.
 			_ = u.b.opts.Checksums.Put(u.f, u.name, alg, checksum.Stamp(fi), sum)

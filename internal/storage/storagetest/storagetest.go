@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"ConcurrentReadAt", testConcurrentReadAt},
 		{"Checksummer", testChecksummer},
 		{"RemoveAller", testRemoveAller},
+		{"RandomUploader", testRandomUploader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
