@@ -106,7 +106,7 @@ for i in $(seq -w 1 "$SMALL_N"); do head -c "$SMALL_BYTES" /dev/urandom >"$WORK/
 
 # --- servers --------------------------------------------------------------
 WPORT=$(free_port)
-"$WANDA" server --export "/data=$WORK/data" --export-ro --listen "127.0.0.1:$WPORT" --log-level warn >"$WORK/wanda.log" 2>&1 &
+"$WANDA" server --export-ro "/data=$WORK/data" --listen "127.0.0.1:$WPORT" --log-level warn >"$WORK/wanda.log" 2>&1 &
 PIDS+=($!)
 wait_port "$WPORT"
 # Warm the page cache and the server's checksum cache once.

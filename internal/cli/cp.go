@@ -88,6 +88,7 @@ func addCopyFlags(cmd *cobra.Command, f *cpFlags, dirs bool) {
 	fl.StringVar(&f.opts.Checksum, "checksum", "auto", "end-to-end checksum: adler32, crc32c, md5, sha-256 (the server must offer it), auto (verify when offered) or none")
 	fl.BoolVarP(&f.opts.Continue, "continue", "c", false, "resume partial destinations (verified against the source)")
 	fl.BoolVar(&f.opts.NoReplace, "no-replace", false, "fail files whose destination exists")
+	fl.BoolVar(&f.opts.Sync, "fsync", false, "fsync local destinations before renaming them into place (durable across power loss)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bars and no summary")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON document with per-file results")
 }

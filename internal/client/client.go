@@ -174,14 +174,18 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 			cl.stats.Server = final.Host
 		}
 		if err == nil {
-			if final != nil && final.String() != key {
+			// A fresh answer is kept for RouteTTL from when it came (using
+			// a cached route does not extend it: the redirector is asked
+			// again in time), and so are the alternates a server advertised
+			// without redirecting, for the failover of later calls.
+			if final != nil && !fromCache && (final.String() != key || len(alternates) > 0) {
 				c.storeRoute(key, &route{target: final, alternates: alternates, via: via, expires: time.Now().Add(p.RouteTTL)})
 			}
 			return nil
 		}
 		class := Classify(err)
 		if class == Fatal {
-			if fromCache && errors.Is(err, ErrNotFound) {
+			if fromCache && target.String() != key && errors.Is(err, ErrNotFound) {
 				// The cached replica lost the file: ask afresh once.
 				c.forgetRoute(key)
 				if !tried[""] {
@@ -196,11 +200,13 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 		}
 		attempt++
 		if cl.stats != nil {
-			cl.stats.Retries++
 			cl.stats.Last = err
 		}
 		if attempt >= p.Attempts {
 			return fmt.Errorf("giving up after %d tries: %w", attempt, err)
+		}
+		if cl.stats != nil {
+			cl.stats.Retries++ // counted when it happens: a try given up on is none
 		}
 		if class == Failover && final != nil {
 			tried[final.Host] = true

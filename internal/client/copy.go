@@ -31,6 +31,11 @@ type CopyOptions struct {
 	Continue bool
 	// NoReplace fails files whose destination exists.
 	NoReplace bool
+	// Sync makes local destinations durable (fsync of the data before the
+	// rename and of the directory after, as for a database); without it a
+	// destination is still atomic — complete or absent — for every failure
+	// but a power loss, like curl, xrdcp and rsync.
+	Sync bool
 	// ChunkMin and ChunkMax bound the adaptive chunk size of a stream
 	// (defaults 4 MiB and 64 MiB).
 	ChunkMin, ChunkMax int64
@@ -209,6 +214,7 @@ func (c *Client) Copy(ctx context.Context, srcs []string, dst string, o CopyOpti
 	}
 
 	results := make([]Result, len(jobs))
+	errs := make([]error, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(o.Parallel, len(jobs)) {
@@ -216,7 +222,7 @@ func (c *Client) Copy(ctx context.Context, srcs []string, dst string, o CopyOpti
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i] = c.copyOne(ctx, jobs[i], o)
+				results[i], errs[i] = c.copyOne(ctx, jobs[i], o)
 			}
 		}()
 	}
@@ -226,28 +232,31 @@ feed:
 		case next <- i:
 		case <-ctx.Done():
 			for k := i; k < len(jobs); k++ {
-				results[k] = Result{Src: jobs[k].src.String(), Dst: jobs[k].dst.String(), Error: context.Cause(ctx).Error()}
+				errs[k] = context.Cause(ctx)
+				results[k] = Result{Src: jobs[k].src.String(), Dst: jobs[k].dst.String(), Error: errs[k].Error()}
 			}
 			break feed
 		}
 	}
 	close(next)
 	wg.Wait()
+	// The errors are wrapped, not flattened to text, so that callers can
+	// tell a checksum mismatch or a missing file (errors.Is).
 	failed := 0
-	var first string
-	for _, r := range results {
-		if r.Error != "" {
+	var first error
+	for i, err := range errs {
+		if err != nil {
 			if failed == 0 {
-				first = r.Src + ": " + r.Error
+				first = fmt.Errorf("%s: %w", results[i].Src, err)
 			}
 			failed++
 		}
 	}
 	switch {
 	case failed == 1:
-		return results, errors.New(first)
+		return results, first
 	case failed > 1:
-		return results, fmt.Errorf("%d of %d files failed; first: %s", failed, len(results), first)
+		return results, fmt.Errorf("%d of %d files failed; first: %w", failed, len(results), first)
 	}
 	return results, nil
 }
@@ -436,7 +445,7 @@ func (c *Client) mkdirParents(ctx context.Context, u *url.URL, top bool) error {
 }
 
 // copyOne copies one file and reports how it went.
-func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) Result {
+func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) (Result, error) {
 	res := Result{Src: j.src.String(), Dst: j.dst.String()}
 	var bar Bar = nopBar{}
 	if o.Progress != nil {
@@ -462,7 +471,7 @@ func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) Result {
 		res.Error = err.Error()
 	}
 	bar.Done(err)
-	return res
+	return res, err
 }
 
 // FormatBytes prints a byte count in binary units.

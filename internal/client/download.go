@@ -160,7 +160,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			if inline {
 				want = plan.ask
 			}
-			_, err := c.fetch(ctx, src, r.Off, r.Len, want, info, func(b []byte, at int64) error {
+			got, err := c.fetch(ctx, src, r.Off, r.Len, want, info, func(b []byte, at int64) error {
 				if _, err := part.WriteAt(b, at); err != nil {
 					return err
 				}
@@ -184,6 +184,12 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			}
 			stMu.Unlock()
 			if err != nil {
+				// The bytes that arrived are in the part file: record them
+				// for --continue (with one stream the chunk is the whole
+				// file, and an interrupted run would otherwise keep nothing).
+				if got > 0 {
+					s.complete(Range{Off: r.Off, Len: got})
+				}
 				errOnce.Do(func() { firstErr = err; cancel(err) })
 				s.fail()
 				return
@@ -191,7 +197,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			s.complete(r)
 		}
 	}
-	stopSaver := startSaver(part, s, dst, src, info)
+	stopSaver := startSaver(part, s, dst, info, o.Sync)
 	for range streams {
 		wg.Add(1)
 		go worker()
@@ -207,8 +213,9 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	if firstErr != nil {
 		// Interrupted or given up on: keep what arrived for --continue.
 		// Wrong (not found, changed, our disk): nothing worth keeping.
-		keep = errors.Is(firstErr, context.Canceled) || Classify(firstErr) != Fatal
-		if keep && res.Bytes > 0 {
+		// Nothing received: nothing to keep (no part file full of holes).
+		keep = (errors.Is(firstErr, context.Canceled) || Classify(firstErr) != Fatal) && res.Bytes > 0
+		if keep {
 			firstErr = fmt.Errorf("%w (the %s received so far are kept: rerun with --continue to resume)", firstErr, FormatBytes(res.Bytes))
 		}
 		return firstErr
@@ -246,13 +253,15 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		}
 	}
 
-	if err := part.Sync(); err != nil {
-		return &localError{err}
+	if o.Sync {
+		if err := part.Sync(); err != nil {
+			return &localError{err}
+		}
 	}
 	if !info.ModTime.IsZero() {
 		_ = os.Chtimes(part.Name(), time.Now(), info.ModTime)
 	}
-	if err := publish(part.Name(), dst, o.NoReplace); err != nil {
+	if err := publish(part.Name(), dst, o.NoReplace, o.Sync); err != nil {
 		return err
 	}
 	os.Remove(statePath(dst))
@@ -402,12 +411,13 @@ func mustParse(s string) *url.URL {
 	return u
 }
 
-// startSaver persists the done ranges every two seconds (after syncing the
-// data they describe), so that a killed run can be resumed. stop saves a
-// last time when the transfer failed.
-func startSaver(part *os.File, s *sched, dst string, src *url.URL, info *Info) (stop func(failed bool)) {
+// startSaver persists the done ranges every two seconds, so that a killed
+// run can be resumed (the page cache outlives the process; with sync the
+// data is also on disk before the record claims it, for power loss). stop
+// saves a last time when the transfer failed.
+func startSaver(part *os.File, s *sched, dst string, info *Info, durable bool) (stop func(failed bool)) {
 	save := func() {
-		if part.Sync() != nil {
+		if durable && part.Sync() != nil {
 			return
 		}
 		_ = saveState(dst, &partState{URL: info.URL, Size: info.Size, ETag: info.ETag, MTime: info.ModTime, Done: rangesToPairs(s.doneRanges())})
@@ -438,8 +448,9 @@ func startSaver(part *os.File, s *sched, dst string, src *url.URL, info *Info) (
 }
 
 // publish makes the finished part file the destination: rename, or link
-// when the destination must not be replaced. The directory is synced.
-func publish(part, dst string, noReplace bool) error {
+// when the destination must not be replaced; with sync, the directory is
+// synced too.
+func publish(part, dst string, noReplace, sync bool) error {
 	if noReplace {
 		if err := os.Link(part, dst); err != nil {
 			if errors.Is(err, os.ErrExist) {
@@ -451,9 +462,11 @@ func publish(part, dst string, noReplace bool) error {
 	} else if err := os.Rename(part, dst); err != nil {
 		return &localError{err}
 	}
-	if d, err := os.Open(filepath.Dir(dst)); err == nil {
-		d.Sync()
-		d.Close()
+	if sync {
+		if d, err := os.Open(filepath.Dir(dst)); err == nil {
+			d.Sync()
+			d.Close()
+		}
 	}
 	return nil
 }

@@ -135,12 +135,16 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 	if err != nil {
 		return nil, err
 	}
+	if w := watchdogFrom(ctx); w != nil {
+		w.Kick() // an answer is progress, and so is every byte of its body
+		resp.Body = kickBody{resp.Body, w}
+	}
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.StatusCode != http.StatusNotModified:
-		defer resp.Body.Close()
+		defer discard(resp.Body)
 		return nil, t.redirect(u, resp)
 	case resp.StatusCode >= 300 && resp.StatusCode != http.StatusMultiStatus:
-		defer resp.Body.Close()
+		defer discard(resp.Body)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		if strings.HasPrefix(msg, "<") {
@@ -406,8 +410,7 @@ func (t *HTTPTransport) Write(ctx context.Context, u *url.URL, body BodyFunc, si
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
-	return nil
+	return discard(resp.Body)
 }
 
 func writeHeader(o WriteOptions) http.Header {
@@ -446,7 +449,7 @@ func (t *HTTPTransport) CanWriteParts(ctx context.Context, u *url.URL) (bool, er
 		}
 		return false, err
 	}
-	resp.Body.Close()
+	discard(resp.Body)
 	ok := resp.Header.Get("Wanda-Parallel-Put") == "1"
 	t.parts.Store(key, ok)
 	return ok, nil
@@ -466,7 +469,7 @@ func (t *HTTPTransport) WritePart(ctx context.Context, u *url.URL, id string, bo
 	if err != nil {
 		return false, err
 	}
-	resp.Body.Close()
+	discard(resp.Body)
 	return resp.StatusCode != http.StatusAccepted, nil
 }
 
@@ -480,7 +483,7 @@ func (t *HTTPTransport) Mkdir(ctx context.Context, u *url.URL) error {
 	if err != nil {
 		return err
 	}
-	return resp.Body.Close()
+	return discard(resp.Body)
 }
 
 // Remove sends DELETE.
@@ -489,7 +492,16 @@ func (t *HTTPTransport) Remove(ctx context.Context, u *url.URL) error {
 	if err != nil {
 		return err
 	}
-	return resp.Body.Close()
+	return discard(resp.Body)
+}
+
+// discard reads what is left of a short answer's body ("201 Created") and
+// closes it. A body closed unread costs its connection (net/http does not
+// reuse it), so that every small upload or MKCOL of a tree would open a
+// new one.
+func discard(body io.ReadCloser) error {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	return body.Close()
 }
 
 // Checksum asks with HEAD and Want-Digest.

@@ -181,7 +181,10 @@ type watchdog struct {
 }
 
 // withStall derives a context that is cancelled with ErrStalled when the
-// returned watchdog is not kicked for d. stop releases it.
+// returned watchdog is not kicked for d. stop releases it. The context
+// carries the watchdog, so that a transport kicks it on every answer and
+// every body read (see kickBody): an operation of many requests, such as a
+// vector read, is ended when it stops moving, not when it takes long.
 func withStall(ctx context.Context, d time.Duration) (context.Context, *watchdog, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watchdog{d: d}
@@ -191,7 +194,29 @@ func withStall(ctx context.Context, d time.Duration) (context.Context, *watchdog
 		w.mu.Unlock()
 		cancel(ErrStalled)
 	})
-	return ctx, w, func() { w.t.Stop(); cancel(context.Canceled) }
+	return context.WithValue(ctx, watchdogKey{}, w), w, func() { w.t.Stop(); cancel(context.Canceled) }
+}
+
+type watchdogKey struct{}
+
+// watchdogFrom returns the watchdog of the operation ctx belongs to, or nil.
+func watchdogFrom(ctx context.Context) *watchdog {
+	w, _ := ctx.Value(watchdogKey{}).(*watchdog)
+	return w
+}
+
+// kickBody is an answer's body that reports progress to a watchdog.
+type kickBody struct {
+	io.ReadCloser
+	w *watchdog
+}
+
+func (k kickBody) Read(p []byte) (int, error) {
+	n, err := k.ReadCloser.Read(p)
+	if n > 0 {
+		k.w.Kick()
+	}
+	return n, err
 }
 
 // Kick records progress.

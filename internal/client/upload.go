@@ -330,11 +330,13 @@ func copyLocal(ctx context.Context, src, dst string, o CopyOptions, res *Result,
 	if err != nil {
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		return err
+	if o.Sync {
+		if err := out.Sync(); err != nil {
+			return err
+		}
 	}
 	_ = os.Chtimes(part, fi.ModTime(), fi.ModTime())
-	return publish(part, dst, o.NoReplace)
+	return publish(part, dst, o.NoReplace, o.Sync)
 }
 
 type ctxReader struct {
