@@ -97,6 +97,9 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 	if f.opts.Streams < 0 || f.opts.Parallel < 0 {
 		return usagef("--streams and --parallel must be >= 0")
 	}
+	if err := client.CheckChecksum(f.opts.Checksum); err != nil {
+		return usageError{err}
+	}
 	c, err := f.client(cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -109,6 +112,7 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 	}
 	start := time.Now()
 	results, cerr := c.Copy(cmd.Context(), srcs, dst, f.opts)
+	c.HTTP.Client.CloseIdleConnections()
 	if bars != nil {
 		bars.wait()
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // statDAV describes u with PROPFIND depth 0 (works for directories).
-func (t *HTTPTransport) statDAV(ctx context.Context, u *url.URL) (Info, error) {
-	infos, err := t.propfind(ctx, u, "0")
+func (t *HTTPTransport) statDAV(ctx context.Context, u *url.URL, sums bool) (Info, error) {
+	infos, err := t.propfind(ctx, u, "0", sums)
 	if err != nil {
 		return Info{}, err
 	}
@@ -28,7 +28,7 @@ func (t *HTTPTransport) statDAV(ctx context.Context, u *url.URL) (Info, error) {
 // List returns the entries of directory u (PROPFIND depth 1), or the file
 // itself when u is a file.
 func (t *HTTPTransport) List(ctx context.Context, u *url.URL) ([]Info, error) {
-	infos, err := t.propfind(ctx, u, "1")
+	infos, err := t.propfind(ctx, u, "1", false)
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +61,12 @@ const propfindBody = `<?xml version="1.0" encoding="utf-8"?>
 <D:getcontentlength/><D:getlastmodified/><D:getetag/><D:resourcetype/><C:Checksums/>
 </D:prop></D:propfind>`
 
-func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth string) ([]Info, error) {
+func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth string, sums bool) ([]Info, error) {
 	hdr := http.Header{"Depth": {depth}, "Content-Type": {"application/xml"}}
 	body := propfindBody
-	if depth == "1" {
-		// Listing checksums would make the server read every file.
+	if !sums {
+		// Asking for checksums may make the server read the whole file
+		// (every file, in a listing).
 		body = strings.Replace(body, "<C:Checksums/>", "", 1)
 	}
 	resp, err := t.do(ctx, "PROPFIND", base, strings.NewReader(body), int64(len(body)), hdr)
@@ -78,6 +79,7 @@ func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth strin
 		return nil, fmt.Errorf("PROPFIND %s: bad answer: %w", base.Redacted(), err)
 	}
 	out := make([]Info, 0, len(ms.Responses))
+	alts := parseLinks(base, resp.Header.Values("Link"))
 	for _, r := range ms.Responses {
 		href, err := url.Parse(r.Href)
 		if err != nil {
@@ -104,6 +106,9 @@ func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth strin
 			}
 		}
 		out = append(out, in)
+	}
+	if depth == "0" && len(out) > 0 {
+		out[0].Alternates = alts
 	}
 	return out, nil
 }

@@ -50,6 +50,12 @@ type sumPlan struct {
 	required bool     // the user named the algorithm: no server answer is an error
 }
 
+// CheckChecksum validates a --checksum choice.
+func CheckChecksum(choice string) error {
+	_, err := planSums(choice)
+	return err
+}
+
 func planSums(choice string) (sumPlan, error) {
 	switch choice {
 	case "", "none":

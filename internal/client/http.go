@@ -27,6 +27,9 @@ type StatusError struct {
 	Msg    string // the server's message, first line, trimmed
 	// RetryAfter is the wait the server asked for (Retry-After), if any.
 	RetryAfter time.Duration
+	// DigestMismatch names the algorithm when a server refused an upload
+	// whose bytes did not match its Digest (Wanda-Digest-Mismatch).
+	DigestMismatch string
 }
 
 func (e *StatusError) Error() string {
@@ -57,6 +60,8 @@ func (e *StatusError) Is(target error) bool {
 		return e.Code == http.StatusUnauthorized
 	case ErrExist:
 		return e.Code == http.StatusPreconditionFailed && (e.Method == http.MethodPut || e.Method == "MOVE")
+	case ErrChecksum:
+		return e.DigestMismatch != ""
 	}
 	return false
 }
@@ -151,7 +156,8 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 			msg = "" // an HTML or XML error page says nothing a terminal can show
 		}
 		return nil, &StatusError{Method: method, URL: u.Redacted(), Code: resp.StatusCode, Msg: msg,
-			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+			RetryAfter:     parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			DigestMismatch: resp.Header.Get("Wanda-Digest-Mismatch")}
 	}
 	return resp, nil
 }
@@ -280,7 +286,7 @@ func parseCR(v string) (first, last, total int64, ok bool) {
 // Stat describes u with a HEAD (or PROPFIND when dir is set).
 func (t *HTTPTransport) Stat(ctx context.Context, u *url.URL, want []string, dir bool) (Info, error) {
 	if dir {
-		in, err := t.statDAV(ctx, u)
+		in, err := t.statDAV(ctx, u, len(want) > 0)
 		var se *StatusError
 		if !errors.As(err, &se) || (se.Code != http.StatusMethodNotAllowed && se.Code != http.StatusNotImplemented) {
 			return in, err

@@ -10,13 +10,14 @@ import (
 	"github.com/wanda-fed/wanda/internal/checksum"
 )
 
-// Stat describes the file or directory at rawURL.
+// Stat describes the file or directory at rawURL, with the checksums the
+// server keeps (adler32 asked for: WebDAV servers may list more).
 func (c *Client) Stat(ctx context.Context, rawURL string) (Info, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return Info{}, err
 	}
-	return c.stat(ctx, u, nil, true)
+	return c.stat(ctx, u, []string{checksum.Adler32}, true)
 }
 
 func (c *Client) stat(ctx context.Context, u *url.URL, want []string, dir bool) (Info, error) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/httprange"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
@@ -17,6 +18,8 @@ type Error struct {
 	Status int
 	Msg    string
 	Err    error
+	// Header is added to the answer (machine-readable detail).
+	Header http.Header
 }
 
 func (e *Error) Error() string {
@@ -31,6 +34,17 @@ func (e *Error) Unwrap() error { return e.Err }
 // Errorf builds an *Error.
 func Errorf(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// digestMismatch is the answer to an upload whose bytes do not match the
+// digest the client sent; the Wanda-Digest-Mismatch header names the
+// algorithm so a client can tell corruption in transit (worth another
+// try) from a bad request (docs/protocol.md).
+func digestMismatch(path, alg string, want, got []byte, extra string) *Error {
+	e := Errorf(http.StatusBadRequest, "%s: %s digest mismatch: client sent %s, received data has %s; nothing stored%s",
+		path, alg, checksum.Hex(want), checksum.Hex(got), extra)
+	e.Header = http.Header{"Wanda-Digest-Mismatch": {alg}}
+	return e
 }
 
 // statusOf maps an error to a status and a message for the client. Errors
@@ -96,6 +110,12 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		hdr.Del(k)
 	}
 	hdr.Set("X-Content-Type-Options", "nosniff")
+	var he *Error
+	if errors.As(err, &he) {
+		for k, v := range he.Header {
+			hdr[k] = v
+		}
+	}
 	if wantsJSON(r) {
 		hdr.Set("Content-Type", "application/json")
 		w.WriteHeader(status)

@@ -74,8 +74,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if sums != nil {
 		for alg, got := range sums.Sums() {
 			if want := digests[alg]; !bytes.Equal(want, got) {
-				return Errorf(http.StatusBadRequest, "%s: %s digest mismatch: client sent %s, received data has %s; nothing stored",
-					t.URLPath(), alg, checksum.Hex(want), checksum.Hex(got))
+				return digestMismatch(t.URLPath(), alg, want, got, "")
 			}
 		}
 	}

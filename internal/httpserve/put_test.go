@@ -314,6 +314,9 @@ func TestPutDigest(t *testing.T) {
 	if !strings.Contains(string(r.Body), "mismatch") || !strings.Contains(string(r.Body), d.adler) {
 		t.Errorf("mismatch message %q", r.Body)
 	}
+	if got := r.Header.Get("Wanda-Digest-Mismatch"); got != "adler32" {
+		t.Errorf("Wanda-Digest-Mismatch = %q, want adler32", got)
+	}
 	if len(tempFiles(t, s.Scratch)) != 0 {
 		t.Errorf("temp files left: %v", tempFiles(t, s.Scratch))
 	}

@@ -273,8 +273,7 @@ func (h *Handler) completeParts(w http.ResponseWriter, r *http.Request, t target
 			if want := digests[alg]; !bytes.Equal(want, got[alg]) {
 				h.log.Warn("parallel upload discarded: digest mismatch", "path", t.URLPath(), "alg", alg,
 					"sent", checksum.Hex(want), "received", checksum.Hex(got[alg]))
-				return Errorf(http.StatusBadRequest, "%s: %s digest mismatch: client sent %s, received data has %s; nothing stored, upload discarded",
-					t.URLPath(), alg, checksum.Hex(want), checksum.Hex(got[alg]))
+				return digestMismatch(t.URLPath(), alg, want, got[alg], ", upload discarded")
 			}
 		}
 	}
