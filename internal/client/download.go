@@ -154,11 +154,36 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	var firstErr error
 	var errOnce sync.Once
 	var stMu sync.Mutex
+	// With several streams the server's checksum is asked for once the
+	// last chunks are handed out, while they are in flight: its round trip
+	// is hidden behind them (asking at the start could make a server
+	// without a cached checksum read the whole file before the first
+	// byte moves).
+	var sumAsk sync.Once
+	var sumDone = make(chan struct{})
+	var sumErr error
+	var sumStats opStats
+	askSums := func() {
+		go func() {
+			defer close(sumDone)
+			sums, err := c.serverSums(ctx, src, plan.ask, &sumStats)
+			sumsMu.Lock()
+			if serverSums == nil {
+				serverSums = sums
+			}
+			sumsMu.Unlock()
+			sumErr = err
+		}()
+	}
+	if inline || len(plan.ask) == 0 {
+		sumAsk.Do(func() { close(sumDone) })
+	}
 	worker := func() {
 		defer wg.Done()
 		for {
 			r, ok := s.next()
 			if !ok {
+				sumAsk.Do(askSums)
 				return
 			}
 			var st opStats
@@ -211,6 +236,9 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	wg.Wait()
 	if firstErr != nil {
 		s.fail()
+		// The checksum question, if asked, ends with the cancelled context.
+		sumAsk.Do(func() { close(sumDone) })
+		<-sumDone
 	}
 	follow.Wait()
 	stopSaver(firstErr != nil)
@@ -232,13 +260,13 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 
 	// End-to-end checksum.
 	if len(plan.ask) > 0 {
+		sumAsk.Do(askSums) // no-op unless no worker ran out of chunks
+		<-sumDone
+		res.Retries += sumStats.Retries
 		if serverSums == nil {
-			var st opStats
-			serverSums, err = c.serverSums(ctx, src, plan.ask, &st)
-			res.Retries += st.Retries
-			if err != nil && plan.required {
+			if sumErr != nil && plan.required {
 				keep = true
-				return fmt.Errorf("asking %s for its %s checksum: %w", src.Redacted(), plan.ask[0], err)
+				return fmt.Errorf("asking %s for its %s checksum: %w", src.Redacted(), plan.ask[0], sumErr)
 			}
 		}
 		alg, want := pickSum(serverSums, plan.ask)
