@@ -51,6 +51,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newServerCmd(),
 		newDemoCmd(),
+		newWanCmd(),
 		newCpCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
 	)
 	return root

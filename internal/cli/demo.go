@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/wan"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -80,13 +83,29 @@ func newDemoCmd() *cobra.Command {
 				{"mkdir", "-p", base + "/scratch/a/b"},
 				{"ls", "-l", base + "/scratch/"},
 				{"rm", base + "/scratch/uploads/copy.bin"},
+				{"cp", "-r", "--parallel", "16", base + "/store/", base + "/scratch/mirror/"},
+				{"cp", "-r", base + "/scratch/mirror/", filepath.Join(dir, "mirror")},
 			}
-			for _, s := range steps {
-				fmt.Fprintf(out, "$ wanda %s\n", join(s))
-				if code := Run(ctx, s, out, out); code != 0 {
-					return fmt.Errorf("demo step %q failed (exit %d)", join(s), code)
-				}
-				fmt.Fprintln(out)
+			if err := runSteps(ctx, out, steps); err != nil {
+				return err
+			}
+
+			// The same server behind an emulated long fat path: one
+			// stream is capped at window/RTT, parallel streams are not.
+			wcfg := wan.Default()
+			wcfg.RTT, wcfg.Rate, wcfg.Window = 100*time.Millisecond, 1e9, 4<<20
+			relay, waddr, err := wan.Start(ctx, wcfg, "", ln.Addr().String())
+			if err != nil {
+				return err
+			}
+			defer relay.Close()
+			far := "http://" + waddr
+			fmt.Fprintf(out, "== wanda wan on %s -> %s: RTT 100 ms, 1 Gbit/s, window 4 MiB (one stream: at most 4 MiB / 100 ms = 42 MB/s; the link: 125 MB/s)\n\n", far, ln.Addr())
+			if err := runSteps(ctx, out, [][]string{
+				{"cp", "--streams", "1", far + "/store/data/file-64m.bin", filepath.Join(dir, "far-1.bin")},
+				{"cp", "--streams", "8", far + "/store/data/file-64m.bin", filepath.Join(dir, "far-8.bin")},
+			}); err != nil {
+				return err
 			}
 			fmt.Fprintf(out, "Try it yourself:\n  curl -H 'Range: bytes=0-99,1000-1099' %s/store/data/file-1m.bin\n  python3 -c \"import uproot; print(uproot.open('%s/store/%s')['events'].arrays())\"\n", base, base, demo.RootPath)
 			if exit {
@@ -102,6 +121,18 @@ func newDemoCmd() *cobra.Command {
 	f.BoolVar(&exit, "exit", false, "exit after the walkthrough instead of serving")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show the server's access log")
 	return cmd
+}
+
+// runSteps runs CLI verbs, echoing each command line.
+func runSteps(ctx context.Context, out io.Writer, steps [][]string) error {
+	for _, s := range steps {
+		fmt.Fprintf(out, "$ wanda %s\n", join(s))
+		if code := Run(ctx, s, out, out); code != 0 {
+			return fmt.Errorf("demo step %q failed (exit %d)", join(s), code)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
 }
 
 func join(s []string) string {
