@@ -5,7 +5,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-go bench-serve clean
+.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-go bench-serve bench-wan clean
 
 all: build
 
@@ -44,16 +44,24 @@ tidy-check:
 fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=30s ./internal/httprange
 	$(GO) test -run=^$$ -fuzz=FuzzCleanPath -fuzztime=30s ./internal/storage
+	$(GO) test -run=^$$ -fuzz=FuzzReadRangeBody -fuzztime=30s ./internal/client
+	$(GO) test -run=^$$ -fuzz=FuzzPlanReadV -fuzztime=30s ./internal/client
+	$(GO) test -run=^$$ -fuzz=FuzzParallelPutHeaders -fuzztime=30s ./internal/httpserve
+	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=30s ./internal/wan
 
 ## bench-go: hot-path micro benchmarks.
 bench-go:
-	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve
+	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan
 
 ## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
 bench-serve: build
 	./scripts/bench-serve.sh
 
-bench: bench-go bench-serve
+## bench-wan: the client engine through `wanda wan` vs curl and xrdcp (see BENCHMARKS.md).
+bench-wan: build
+	./scripts/bench-wan.sh
+
+bench: bench-go bench-serve bench-wan
 
 clean:
 	rm -rf bin
