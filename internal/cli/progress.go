@@ -55,7 +55,7 @@ func (b *barSet) Bar(name string, size int64) client.Bar {
 			decor.Counters(decor.SizeB1024(0), "% .1f / % .1f", decor.WCSyncSpace),
 		),
 		mpb.AppendDecorators(
-			decor.EwmaSpeed(decor.SizeB1000(0), "% .1f", 30, decor.WCSyncSpace),
+			decor.AverageSpeed(decor.SizeB1000(0), "% .1f", decor.WCSyncSpace),
 			decor.Percentage(decor.WCSyncSpace),
 		),
 	)
