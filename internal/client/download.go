@@ -262,6 +262,10 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	if len(plan.ask) > 0 {
 		sumAsk.Do(askSums) // no-op unless no worker ran out of chunks
 		<-sumDone
+		if serverSums == nil && inline {
+			// One stream asks on its GET; an empty file makes no GET.
+			serverSums, sumErr = c.serverSums(ctx, src, plan.ask, &sumStats)
+		}
 		res.Retries += sumStats.Retries
 		if serverSums == nil {
 			if sumErr != nil && plan.required {
