@@ -160,8 +160,11 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 }
 
 func sumNote(r client.Result) string {
-	if r.Verified && r.Checksum != "" {
+	switch {
+	case r.Verified && r.Checksum != "":
 		return ", " + r.Checksum + " verified"
+	case r.Checksum != "":
+		return ", " + r.Checksum + " sent for the server to check"
 	}
 	return ""
 }

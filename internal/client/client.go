@@ -130,6 +130,9 @@ type call struct {
 	learned func() []*url.URL
 	// stats receives what happened.
 	stats *opStats
+	// timed: op runs its own stall watchdog (data transfers, whose
+	// watchdog follows the bytes); others get one per try from run.
+	timed bool
 }
 
 // opStats tells a caller how an operation went.
@@ -150,7 +153,8 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 	for {
 		target, fromCache := u, false
 		if r := c.cachedRoute(key); r != nil && !tried[r.target.Host] {
-			target, alternates, via, fromCache = r.target, r.alternates, r.via, true
+			// A copy: parallel streams share the cached route.
+			target, alternates, via, fromCache = r.target, append([]*url.URL(nil), r.alternates...), r.via, true
 		} else if len(tried) > 0 {
 			target = pickUntried(alternates, tried)
 			if target == nil && via != nil {
@@ -160,15 +164,27 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 				target = u
 			}
 		}
-		final, alts, redirector, err := c.follow(ctx, target, p.MaxRedirects, cl.op)
+		tryCtx := ctx
+		var wd *watchdog
+		stop := func() {}
+		if !cl.timed {
+			// Operations without their own watchdog (stat, list, mkdir...)
+			// get one per try: a server that stops answering is left.
+			tryCtx, wd, stop = withStall(ctx, p.Stall)
+		}
+		final, alts, redirector, err := c.follow(tryCtx, target, p.MaxRedirects, cl.op)
+		if wd != nil {
+			err = stallErr(tryCtx, wd, err)
+		}
+		stop()
 		if redirector != nil {
 			via = redirector
 		}
 		if len(alts) > 0 {
-			alternates = mergeURLs(alternates, alts)
+			alternates = mergeURLs(alternates, c.usable(alts))
 		}
 		if cl.learned != nil {
-			alternates = mergeURLs(alternates, cl.learned())
+			alternates = mergeURLs(alternates, c.usable(cl.learned()))
 		}
 		if final != nil && cl.stats != nil {
 			cl.stats.Server = final.Host
@@ -248,6 +264,18 @@ func (c *Client) follow(ctx context.Context, target *url.URL, maxHops int, op fu
 		c.Log.Debug("redirected", "from", target.Redacted(), "to", re.Location.Redacted(), "alternates", len(re.Alternates))
 		target = re.Location
 	}
+}
+
+// usable keeps the URLs this client has a transport for: a replica
+// advertised as root:// is no use to a client without root://.
+func (c *Client) usable(us []*url.URL) []*url.URL {
+	out := us[:0:0]
+	for _, u := range us {
+		if _, err := c.transport(u); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func pickUntried(us []*url.URL, tried map[string]bool) *url.URL {

@@ -125,7 +125,7 @@ func (f *File) ReadV(ctx context.Context, want []Range, dst [][]byte) error {
 		}
 	}
 	var st opStats
-	err := f.c.run(ctx, f.u, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	err := f.c.run(ctx, f.u, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		sctx, wd, stop := withStall(ctx, f.c.Policy.withDefaults().Stall)
 		defer stop()
 		return stallErr(sctx, wd, t.ReadV(sctx, target, want, dst))
@@ -147,6 +147,7 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 	defer putBuf(buf)
 	err := c.run(ctx, u, call{
 		stats: st,
+		timed: true,
 		op: func(ctx context.Context, t Transport, target *url.URL) error {
 			sctx, wd, stop := withStall(ctx, p.Stall)
 			defer stop()

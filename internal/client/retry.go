@@ -112,6 +112,10 @@ func Classify(err error) Class {
 	if errors.As(err, &le) {
 		return Fatal // our disk, not the server
 	}
+	var nr *noRetry
+	if errors.As(err, &nr) {
+		return Fatal // the caller handles it at a higher level
+	}
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized),
 		errors.Is(err, ErrExist), errors.Is(err, ErrIsDir), errors.Is(err, ErrNoTransport),
@@ -268,6 +272,49 @@ func (k kickReader) Read(p []byte) (int, error) {
 	n, err := k.r.Read(p)
 	if n > 0 {
 		k.w.Kick()
+	}
+	return n, err
+}
+
+// noRetry marks an error that the request loop must not retry because the
+// caller recovers at a higher level (a parallel upload's part after its
+// session ended is checked, or the whole file sent again).
+type noRetry struct{ err error }
+
+func (e *noRetry) Error() string { return e.err.Error() }
+func (e *noRetry) Unwrap() error { return e.err }
+
+// commitStall is how long, in stall timeouts, a server may take to answer
+// after the last byte of an upload: it may be verifying or copying the
+// whole file (XRootD and wanda verify a parallel upload's digest at the
+// end, reading the file again).
+const commitStall = 20
+
+// Extend re-arms the watchdog for d (d, not its usual timeout, until the
+// next Kick).
+func (w *watchdog) Extend(d time.Duration) {
+	w.mu.Lock()
+	if !w.fired {
+		w.t.Reset(d)
+	}
+	w.mu.Unlock()
+}
+
+// sentReader is an upload body that reports progress to a watchdog and,
+// once the whole body was read, gives the server commitStall timeouts to
+// store and verify it before answering.
+type sentReader struct {
+	r io.Reader
+	w *watchdog
+}
+
+func (s sentReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.w.Kick()
+	}
+	if err == io.EOF {
+		s.w.Extend(commitStall * s.w.d)
 	}
 	return n, err
 }

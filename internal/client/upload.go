@@ -57,11 +57,14 @@ func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOpt
 	for attempt := 1; ; attempt++ {
 		bar.SetCurrent(0)
 		err = c.uploadOnce(ctx, f, size, dst, streams, wo, res, bar)
-		if err == nil && plan.required {
+		if err == nil && plan.required && !res.Verified {
 			err = c.verifyRemote(ctx, dst, plan.compute[0], wo.Checksums[plan.compute[0]], res)
+			res.Verified = err == nil
 		}
 		if err == nil {
-			res.Verified = len(wo.Checksums) > 0
+			// With auto, the checksum went along in Digest (wanda, XRootD
+			// and dCache refuse a mismatch); Verified stays false unless it
+			// was compared here.
 			return nil
 		}
 		if !errors.Is(err, ErrChecksum) || attempt >= p.ChecksumAttempts {
@@ -102,20 +105,57 @@ func (c *Client) uploadOnce(ctx context.Context, f *os.File, size int64, dst *ur
 	p := c.Policy.withDefaults()
 	var st opStats
 	var sent atomic.Int64
-	err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	err := c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		sctx, wd, stop := withStall(ctx, p.Stall)
 		defer stop()
 		sent.Store(0)
 		bar.SetCurrent(0)
 		body := func() (io.ReadCloser, error) {
-			return io.NopCloser(kickReader{r: &countReader{r: io.NewSectionReader(f, 0, size), n: &sent, bar: bar}, w: wd}), nil
+			return io.NopCloser(sentReader{r: &countReader{r: io.NewSectionReader(f, 0, size), n: &sent, bar: bar}, w: wd}), nil
 		}
 		return stallErr(sctx, wd, t.Write(sctx, target, body, size, wo))
 	}})
 	res.Retries += st.Retries
 	res.Server = st.Server
 	res.Bytes = size
+	if err != nil && errors.Is(err, ErrExist) && st.Retries > 0 {
+		// No-replace, and a retry found the file: ours, if an earlier
+		// try stored it and only its answer was lost.
+		if ok, _ := c.remoteMatches(ctx, dst, size, wo.Checksums, res); ok {
+			return nil
+		}
+	}
 	return err
+}
+
+// remoteMatches reports whether dst now holds our file: same size and the
+// same checksum (without a checksum of ours, nothing can be concluded).
+// It sets res.Verified when the server's checksum was compared.
+func (c *Client) remoteMatches(ctx context.Context, dst *url.URL, size int64, sums map[string][]byte, res *Result) (bool, error) {
+	if len(sums) == 0 {
+		return false, nil
+	}
+	var algs []string
+	for alg := range sums {
+		algs = append(algs, alg)
+	}
+	in, err := c.stat(ctx, dst, algs, false)
+	if err != nil {
+		return false, err
+	}
+	if in.Size != size {
+		return false, nil
+	}
+	for alg, want := range sums {
+		if got, ok := in.Sums[alg]; ok {
+			if !bytes.Equal(got, want) {
+				return false, &ChecksumError{Alg: alg, Want: want, Got: got, Whom: "source", What: "destination"}
+			}
+			res.Verified = true
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // canWriteParts asks (following redirects, so that a redirector's choice
@@ -160,7 +200,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 				}
 				var st opStats
 				var done bool
-				err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+				err := c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 					pw, is := t.(PartWriter)
 					if !is {
 						return fmt.Errorf("%s: the transport cannot write parts", target.Redacted())
@@ -168,11 +208,19 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 					sctx, wd, stop := withStall(ctx, p.Stall)
 					defer stop()
 					body := func() (io.ReadCloser, error) {
-						return io.NopCloser(kickReader{r: io.NewSectionReader(f, r.Off, r.Len), w: wd}), nil
+						return io.NopCloser(sentReader{r: io.NewSectionReader(f, r.Off, r.Len), w: wd}), nil
 					}
 					var err error
 					done, err = pw.WritePart(sctx, target, id, body, r.Off, r.Len, size, wo)
-					return stallErr(sctx, wd, err)
+					err = stallErr(sctx, wd, err)
+					if errors.Is(err, ErrNotFound) || errors.Is(err, ErrChecksum) || errors.Is(err, ErrExist) {
+						// The session ended (completed by an earlier try
+						// whose answer was lost, or discarded): retrying
+						// the part cannot help; the upload is checked or
+						// sent again as a whole below.
+						return &noRetry{err}
+					}
+					return err
 				}})
 				mu.Lock()
 				res.Retries += st.Retries
@@ -198,18 +246,26 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 	}
 	wg.Wait()
 	res.Bytes = size
-	if firstErr != nil {
+	if firstErr != nil && !errors.Is(firstErr, ErrNotFound) {
+		if errors.Is(firstErr, ErrChecksum) {
+			// The server's digest check failed: send the file again, as
+			// a whole, under a new upload id.
+			return fmt.Errorf("%w: the server refused the assembled file: %v", ErrChecksum, firstErr)
+		}
 		return firstErr
 	}
-	if !completed {
-		// The completing answer was lost (a retried part found the
-		// session already committed): check that the file is there.
-		in, err := c.stat(ctx, dst, nil, false)
-		if err != nil {
+	if firstErr != nil || !completed {
+		// A part found its session gone, or no part's answer said
+		// "complete": an earlier try may have completed the upload and
+		// lost its answer. The file is ours only if its checksum is.
+		ok, err := c.remoteMatches(ctx, dst, size, wo.Checksums, res)
+		switch {
+		case err != nil:
 			return fmt.Errorf("after sending all parts: %w", err)
-		}
-		if in.Size != size {
-			return fmt.Errorf("after sending all parts, %s has %d bytes, not %d", dst.Redacted(), in.Size, size)
+		case !ok && firstErr != nil:
+			return firstErr
+		case !ok:
+			return fmt.Errorf("after sending all parts, %s is not (verifiably) the file sent", dst.Redacted())
 		}
 	}
 	return nil
@@ -262,33 +318,37 @@ func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.U
 	}
 	var st opStats
 	var sent atomic.Int64
-	err = c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	p := c.Policy.withDefaults()
+	err = c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
+		sctx, wd, stop := withStall(ctx, p.Stall)
+		defer stop()
 		sent.Store(0)
 		bar.SetCurrent(0)
 		body := func() (io.ReadCloser, error) {
 			pr, pw := io.Pipe()
+			// When the PUT ends (stalled destination, cancel), the
+			// source side stops too instead of blocking in pw.Write.
+			context.AfterFunc(sctx, func() { pr.CloseWithError(context.Cause(sctx)) })
 			go func() {
-				_, err := c.fetch(ctx, src, 0, in.Size, nil, &in, func(b []byte, _ int64) error {
+				_, err := c.fetch(sctx, src, 0, in.Size, nil, &in, func(b []byte, _ int64) error {
 					_, err := pw.Write(b)
 					return err
 				}, nil, nil)
 				pw.CloseWithError(err)
 			}()
-			return &countReadCloser{countReader{r: pr, n: &sent, bar: bar}, pr}, nil
+			return &countReadCloser{countReader{r: sentReader{r: pr, w: wd}, n: &sent, bar: bar}, pr}, nil
 		}
-		return t.Write(ctx, target, body, in.Size, wo)
+		return stallErr(sctx, wd, t.Write(sctx, target, body, in.Size, wo))
 	}})
 	res.Retries += st.Retries
 	res.Server = st.Server
 	res.Bytes = sent.Load()
 	res.Streams = 1
-	if err == nil && len(wo.Checksums) > 0 {
-		res.Verified = true
-		if plan.required {
-			for alg, sum := range wo.Checksums {
-				err = c.verifyRemote(ctx, dst, alg, sum, res)
-			}
+	if err == nil && plan.required {
+		for alg, sum := range wo.Checksums {
+			err = c.verifyRemote(ctx, dst, alg, sum, res)
 		}
+		res.Verified = err == nil
 	}
 	return err
 }
