@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -151,6 +152,16 @@ type job struct {
 	src, dst endpoint
 	info     *Info // remote source's description when known
 	size     int64
+	err      error // why this entry cannot be copied (reported as its result)
+}
+
+// known is in when it says the file's size, else nil: a listing without
+// sizes is no description (the copy asks the server itself).
+func known(in *Info) *Info {
+	if in == nil || in.Size < 0 {
+		return nil
+	}
+	return in
 }
 
 // Copy copies each source to dst: files, and with Recursive directories,
@@ -293,7 +304,7 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 		}
 		if !fi.IsDir() {
 			if !fi.Mode().IsRegular() {
-				return nil, nil, fmt.Errorf("%s is not a regular file", src.local)
+				return nil, nil, fmt.Errorf("%s is not a regular file (%s)", src.local, fileKind(fi.Mode()))
 			}
 			return []job{{src: src, dst: dst, size: fi.Size()}}, nil, nil
 		}
@@ -302,7 +313,13 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 		}
 		var jobs []job
 		dirs := []endpoint{dst}
-		err = filepath.WalkDir(src.local, func(p string, d os.DirEntry, err error) error {
+		root := src.local
+		if lfi, err := os.Lstat(root); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			// The source names a link to a directory: walk the directory
+			// (WalkDir does not follow a link, even its root's).
+			root = filepath.Clean(root) + string(filepath.Separator)
+		}
+		err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -314,16 +331,29 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 			for _, seg := range strings.Split(filepath.ToSlash(rel), "/") {
 				target = target.join(seg)
 			}
-			switch {
-			case d.IsDir():
+			if d.IsDir() {
 				dirs = append(dirs, target)
-			case d.Type().IsRegular():
-				fi, err := d.Info()
-				if err != nil {
-					return err
-				}
-				jobs = append(jobs, job{src: endpoint{raw: p, local: p}, dst: target, size: fi.Size()})
+				return nil
 			}
+			j := job{src: endpoint{raw: p, local: p}, dst: target}
+			// A symbolic link to a file is copied as that file (as cp -r
+			// -L, rsync -L): the tree's content is what the user sees.
+			// Links to directories are not followed (cycles, trees
+			// copied twice); they and dangling links are reported.
+			fi, err := os.Stat(p)
+			switch {
+			case err != nil && d.Type()&fs.ModeSymlink != 0 && errors.Is(err, fs.ErrNotExist):
+				j.err = fmt.Errorf("%s: a dangling symbolic link (its target does not exist): not copied", p)
+			case err != nil:
+				j.err = err
+			case fi.IsDir():
+				j.err = fmt.Errorf("%s: a symbolic link to a directory: not followed (copy its target explicitly)", p)
+			case !fi.Mode().IsRegular():
+				j.err = fmt.Errorf("%s is not a regular file (%s): not copied", p, fileKind(fi.Mode()))
+			default:
+				j.size = fi.Size()
+			}
+			jobs = append(jobs, j)
 			return nil
 		})
 		return jobs, dirs, err
@@ -333,7 +363,7 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 		return nil, nil, err
 	}
 	if !in.IsDir {
-		return []job{{src: src, dst: dst, info: &in, size: in.Size}}, nil, nil
+		return []job{{src: src, dst: dst, info: known(&in), size: in.Size}}, nil, nil
 	}
 	if !o.Recursive {
 		return nil, nil, fmt.Errorf("%s is a directory (use -r)", src)
@@ -379,7 +409,7 @@ func (c *Client) walkRemote(ctx context.Context, src, dst endpoint, par int) ([]
 			}
 			in := e
 			in.URL = cs.u.String()
-			jobs = append(jobs, job{src: cs, dst: cd, info: &in, size: e.Size})
+			jobs = append(jobs, job{src: cs, dst: cd, info: known(&in), size: e.Size})
 		}
 	}
 	wg.Add(1)
@@ -390,10 +420,12 @@ func (c *Client) walkRemote(ctx context.Context, src, dst endpoint, par int) ([]
 }
 
 // makeDirs creates destination directories, parents before children,
-// each level in parallel.
+// each level in parallel. The shallowest level may sit below missing
+// directories (cp -r dir http://h/data/x/y/ with no /data/x): its
+// parents are created too.
 func (c *Client) makeDirs(ctx context.Context, dirs []endpoint, par int) error {
 	byDepth := map[int][]endpoint{}
-	maxDepth := 0
+	minDepth, maxDepth := -1, 0
 	for _, d := range dirs {
 		p := d.local
 		if d.remote() {
@@ -402,8 +434,11 @@ func (c *Client) makeDirs(ctx context.Context, dirs []endpoint, par int) error {
 		n := strings.Count(strings.Trim(p, "/"), "/")
 		byDepth[n] = append(byDepth[n], d)
 		maxDepth = max(maxDepth, n)
+		if minDepth < 0 || n < minDepth {
+			minDepth = n
+		}
 	}
-	for depth := 0; depth <= maxDepth; depth++ {
+	for depth := max(minDepth, 0); depth <= maxDepth; depth++ {
 		level := byDepth[depth]
 		errs := make([]error, len(level))
 		var wg sync.WaitGroup
@@ -418,7 +453,7 @@ func (c *Client) makeDirs(ctx context.Context, dirs []endpoint, par int) error {
 					errs[i] = os.MkdirAll(d.local, 0o755)
 					return
 				}
-				if err := c.mkdirParents(ctx, d.u, depth == 0); err != nil && !errors.Is(err, ErrExist) {
+				if err := c.mkdirParents(ctx, d.u, depth == minDepth); err != nil && !errors.Is(err, ErrExist) {
 					errs[i] = err
 				}
 			}()
@@ -454,6 +489,8 @@ func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) (Result, err
 	start := time.Now()
 	var err error
 	switch {
+	case j.err != nil:
+		err = j.err
 	case j.src.remote() && !j.dst.remote():
 		err = c.download(ctx, j.src.u, j.info, j.dst.local, o, &res, bar)
 	case !j.src.remote() && j.dst.remote():
@@ -472,6 +509,21 @@ func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) (Result, err
 	}
 	bar.Done(err)
 	return res, err
+}
+
+// fileKind names what a non-regular file is, for an error.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "type " + m.Type().String()
 }
 
 // FormatBytes prints a byte count in binary units.

@@ -26,16 +26,40 @@ func (t *HTTPTransport) statDAV(ctx context.Context, u *url.URL, sums bool) (Inf
 }
 
 // List returns the entries of directory u (PROPFIND depth 1), or the file
-// itself when u is a file.
+// itself when u is a file. The answer names u itself too, usually first
+// but not always (RFC 4918 sets no order): the entry whose path is u's is
+// left out wherever it is.
 func (t *HTTPTransport) List(ctx context.Context, u *url.URL) ([]Info, error) {
 	infos, err := t.propfind(ctx, u, "1", false)
 	if err != nil {
 		return nil, err
 	}
+	for i, in := range infos {
+		if !samePath(in.URL, u) {
+			continue
+		}
+		if !in.IsDir {
+			return infos[i : i+1], nil // a file lists itself
+		}
+		return append(infos[:i:i], infos[i+1:]...), nil
+	}
+	// No entry has u's path (a proxy rewriting paths): the first is the
+	// collection itself, as most servers send it.
 	if len(infos) > 1 || (len(infos) == 1 && infos[0].IsDir) {
 		return infos[1:], nil
 	}
 	return infos, nil
+}
+
+// samePath reports whether the entry at raw names the same path as u,
+// with or without a trailing slash (both are unescaped).
+func samePath(raw string, u *url.URL) bool {
+	e, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	trim := func(p string) string { return strings.TrimSuffix(p, "/") }
+	return trim(e.Path) == trim(u.Path)
 }
 
 type msResp struct {
@@ -86,7 +110,9 @@ func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth strin
 			continue
 		}
 		abs := base.ResolveReference(href)
-		in := Info{URL: abs.String(), Name: lastSeg(abs.Path)}
+		// Size -1 until the answer gives it: a file listed without
+		// getcontentlength has an unknown size, not an empty one.
+		in := Info{URL: abs.String(), Name: lastSeg(abs.Path), Size: -1}
 		for _, ps := range r.Propstat {
 			if !strings.Contains(ps.Status, " 200") {
 				continue
@@ -104,6 +130,9 @@ func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth strin
 				in.ChecksumProp = strings.TrimSpace(p.Checksums)
 				in.Sums = parseChecksumProp(in.ChecksumProp)
 			}
+		}
+		if in.IsDir && in.Size < 0 {
+			in.Size = 0 // a directory's size means nothing; servers omit it
 		}
 		out = append(out, in)
 	}

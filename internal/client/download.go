@@ -22,13 +22,26 @@ import (
 // a hidden part file, checksum computed while the bytes arrive, compared
 // with the server's, then an atomic rename. A mismatch or a source that
 // changed mid-way starts the file over (Policy.ChecksumAttempts times in
-// all) before failing loudly.
+// all) before failing loudly. A server that ignores Range makes parallel
+// streams fail (ErrNoRanges, see HTTPTransport.Read): the file is then
+// transferred again once, whole, in one GET.
 func (c *Client) download(ctx context.Context, src *url.URL, info *Info, dst string, o CopyOptions, res *Result, bar Bar) error {
 	p := c.Policy.withDefaults()
+	noRanges := false
 	for attempt := 1; ; attempt++ {
 		err := c.downloadOnce(ctx, src, info, dst, o, res, bar)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, ErrNoRanges) && !noRanges {
+			noRanges = true
+			c.Log.Info("the server ignores byte ranges: transferring the whole file again in one stream",
+				"src", src.Redacted(), "streams", res.Streams, "err", err)
+			res.Retries++
+			o.Streams, o.Continue = 1, false
+			bar.SetCurrent(0)
+			attempt-- // not a checksum attempt
+			continue
 		}
 		if !(errors.Is(err, ErrChecksum) || errors.Is(err, ErrSourceChanged)) || attempt >= p.ChecksumAttempts {
 			if errors.Is(err, ErrChecksum) && attempt > 1 {
@@ -82,10 +95,12 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			return fmt.Errorf("%s: %w", dst, ErrExist)
 		}
 	}
-	if info == nil {
-		var st opStats
+	if info == nil || info.Size < 0 {
+		// Not described yet, or by a listing that gave no size: ask (HEAD).
 		in, err := c.stat(ctx, src, nil, false)
-		res.Retries += st.Retries
+		if errors.Is(err, errNoLength) {
+			return fmt.Errorf("%s: the server does not tell the file's size: not downloading it (%w)", src.Redacted(), err)
+		}
 		if err != nil {
 			return err
 		}
@@ -93,6 +108,11 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			return fmt.Errorf("%s: %w (use -r)", src.Redacted(), ErrIsDir)
 		}
 		info = &in
+	}
+	if info.Size < 0 {
+		// Planning streams, the part file and the end of the transfer
+		// all need it: an unknown size would be taken for an empty file.
+		return fmt.Errorf("%s: the server does not tell the file's size: not downloading it", src.Redacted())
 	}
 	size := info.Size
 	bar.SetTotal(size)
@@ -228,7 +248,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 			s.complete(r)
 		}
 	}
-	stopSaver := startSaver(part, s, dst, info, o.Sync)
+	stopSaver := startSaver(part, s, src, dst, info, o.Sync)
 	for range streams {
 		wg.Add(1)
 		go worker()
@@ -393,12 +413,13 @@ func openPart(ctx context.Context, c *Client, src *url.URL, info *Info, dst stri
 }
 
 // resumable returns the done ranges of a previous run when they belong to
-// the same version of the file and their last bytes still match the
-// server's: the part file from an interrupted wanda cp (with its state
-// record), or a plain shorter destination file (curl -C style).
+// the same file (same source URL), the same version of it, and their last
+// bytes still match the server's: the part file from an interrupted wanda
+// cp (with its state record), or a plain shorter destination file (curl -C
+// style).
 func (c *Client) resumable(ctx context.Context, src *url.URL, info *Info, dst string, part *os.File) []Range {
 	var done []Range
-	if st, err := loadState(dst); err == nil && st.Size == info.Size &&
+	if st, err := loadState(dst); err == nil && st.Source == src.String() && st.Size == info.Size &&
 		sameVersion(Info{URL: st.URL, Size: st.Size, ETag: st.ETag, ModTime: st.MTime}, *info, mustParse(info.URL)) {
 		if rs, ok := pairsToRanges(st.Done, info.Size); ok {
 			done = rs
@@ -432,7 +453,10 @@ func (c *Client) resumable(ctx context.Context, src *url.URL, info *Info, dst st
 		if _, err := c.fetch(ctx, src, off, n, nil, info, func(b []byte, _ int64) error {
 			theirs = append(theirs, b...)
 			return nil
-		}, nil, nil); err != nil || !bytes.Equal(mine, theirs) {
+		}, nil, nil); err != nil {
+			c.Log.Info("cannot check the partial destination against the source: starting over", "dst", dst, "err", err)
+			return nil
+		} else if !bytes.Equal(mine, theirs) {
 			c.Log.Info("partial destination does not match the source: starting over", "dst", dst)
 			return nil
 		}
@@ -453,12 +477,12 @@ func mustParse(s string) *url.URL {
 // run can be resumed (the page cache outlives the process; with sync the
 // data is also on disk before the record claims it, for power loss). stop
 // saves a last time when the transfer failed.
-func startSaver(part *os.File, s *sched, dst string, info *Info, durable bool) (stop func(failed bool)) {
+func startSaver(part *os.File, s *sched, src *url.URL, dst string, info *Info, durable bool) (stop func(failed bool)) {
 	save := func() {
 		if durable && part.Sync() != nil {
 			return
 		}
-		_ = saveState(dst, &partState{URL: info.URL, Size: info.Size, ETag: info.ETag, MTime: info.ModTime, Done: rangesToPairs(s.doneRanges())})
+		_ = saveState(dst, &partState{Source: src.String(), URL: info.URL, Size: info.Size, ETag: info.ETag, MTime: info.ModTime, Done: rangesToPairs(s.doneRanges())})
 	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup

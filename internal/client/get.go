@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,18 +11,25 @@ import (
 
 // Get writes rawURL (or its byte range "a-b", "a-" or "-n") to w, with the
 // engine's retries and failover (a retry resumes where the last try
-// stopped), and returns the byte count.
+// stopped), and returns the byte count. The file's version is learned
+// first (HEAD): a try that finds another version fails with
+// ErrSourceChanged instead of splicing two versions into w.
 func (c *Client) Get(ctx context.Context, rawURL string, w io.Writer, byteRange string) (int64, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return 0, err
 	}
+	in, err := c.stat(ctx, u, nil, false)
+	expect := &in
+	if errors.Is(err, errNoLength) && byteRange == "" {
+		// No size to compare answers with: read to the end, unchecked.
+		expect, err = nil, nil
+	}
+	if err != nil {
+		return 0, err
+	}
 	off, n := int64(0), int64(-1)
 	if byteRange != "" {
-		in, err := c.stat(ctx, u, nil, false)
-		if err != nil {
-			return 0, err
-		}
 		off, n, err = parseByteRange(byteRange, in.Size)
 		if err != nil {
 			return 0, err
@@ -30,7 +38,7 @@ func (c *Client) Get(ctx context.Context, rawURL string, w io.Writer, byteRange 
 			return 0, nil
 		}
 	}
-	return c.fetch(ctx, u, off, n, nil, nil, func(b []byte, _ int64) error {
+	return c.fetch(ctx, u, off, n, nil, expect, func(b []byte, _ int64) error {
 		_, err := w.Write(b)
 		return err
 	}, nil, nil)

@@ -66,6 +66,16 @@ func (e *StatusError) Is(target error) bool {
 	return false
 }
 
+// ErrNoRanges: the server answered a ranged GET with the whole file (200).
+// Skipping to the offset would cost every stream the bytes before its
+// chunk, so a read far into the file fails with it instead; a download
+// then transfers the file again in one stream (see Client.download).
+var ErrNoRanges = errors.New("the server ignores byte ranges")
+
+// maxSkip is how far into a whole-file answer a ranged read still skips to
+// its offset (cheaper than failing and asking again).
+const maxSkip = 1 << 20
+
 // IsNotFound reports a missing file, whatever the protocol said.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
@@ -304,10 +314,14 @@ func (t *HTTPTransport) Stat(ctx context.Context, u *url.URL, want []string, dir
 	resp.Body.Close()
 	in := infoFrom(u, resp)
 	if in.Size < 0 {
-		return in, fmt.Errorf("HEAD %s: answer has no Content-Length", u.Redacted())
+		return in, fmt.Errorf("HEAD %s: %w", u.Redacted(), errNoLength)
 	}
 	return in, nil
 }
+
+// errNoLength: a HEAD answer without Content-Length (the file's size is
+// unknown; a GET may still stream it to its end).
+var errNoLength = errors.New("answer has no Content-Length")
 
 // Read does a GET (ranged unless the whole file is asked for).
 func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want []string) (io.ReadCloser, Info, error) {
@@ -344,9 +358,13 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 		}
 	case http.StatusOK:
 		if ranged {
-			// The server ignores Range: skip to off (correct, slow; the
-			// engine stops using streams once it sees ByteRanges false).
+			// The server ignores Range: skip to off when it is near,
+			// else refuse (ErrNoRanges) rather than read all before it.
 			in.ByteRanges = false
+			if off > maxSkip {
+				body.Close()
+				return nil, in, fmt.Errorf("GET %s: asked for bytes from %d, the server sent the whole file: %w", u.Redacted(), off, ErrNoRanges)
+			}
 			if _, err := io.CopyN(io.Discard, body, off); err != nil {
 				body.Close()
 				return nil, in, fmt.Errorf("GET %s: skipping to %d: %w", u.Redacted(), off, noEOF(err))
@@ -416,6 +434,9 @@ func (t *HTTPTransport) Write(ctx context.Context, u *url.URL, body BodyFunc, si
 	if err != nil {
 		return err
 	}
+	if o.Stored != nil {
+		o.Stored(infoFrom(u, resp))
+	}
 	return discard(resp.Body)
 }
 
@@ -476,7 +497,11 @@ func (t *HTTPTransport) WritePart(ctx context.Context, u *url.URL, id string, bo
 		return false, err
 	}
 	discard(resp.Body)
-	return resp.StatusCode != http.StatusAccepted, nil
+	done := resp.StatusCode != http.StatusAccepted
+	if done && o.Stored != nil {
+		o.Stored(infoFrom(u, resp))
+	}
+	return done, nil
 }
 
 // Mkdir sends MKCOL; an existing directory answers ErrExist.

@@ -22,13 +22,15 @@ func partPath(dst string) string {
 
 func statePath(dst string) string { return partPath(dst) + ".json" }
 
-// partState is the persisted record of a partial download.
+// partState is the persisted record of a partial download. Source is the
+// URL the user named; URL the server that answered (a replica, maybe).
 type partState struct {
-	URL   string     `json:"url"`
-	Size  int64      `json:"size"`
-	ETag  string     `json:"etag,omitempty"`
-	MTime time.Time  `json:"mtime,omitzero"`
-	Done  [][2]int64 `json:"done"` // [offset, length], sorted, merged
+	Source string     `json:"source"`
+	URL    string     `json:"url"`
+	Size   int64      `json:"size"`
+	ETag   string     `json:"etag,omitempty"`
+	MTime  time.Time  `json:"mtime,omitzero"`
+	Done   [][2]int64 `json:"done"` // [offset, length], sorted, merged
 }
 
 func loadState(dst string) (*partState, error) {

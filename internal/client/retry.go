@@ -119,7 +119,7 @@ func Classify(err error) Class {
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized),
 		errors.Is(err, ErrExist), errors.Is(err, ErrIsDir), errors.Is(err, ErrNoTransport),
-		errors.Is(err, ErrSourceChanged):
+		errors.Is(err, ErrSourceChanged), errors.Is(err, ErrNoRanges):
 		// A changed source is not retried request by request: the whole
 		// file starts over (see Client.download).
 		return Fatal
@@ -261,20 +261,6 @@ func (e *stalledError) Error() string {
 }
 func (e *stalledError) Is(t error) bool { return t == ErrStalled }
 func (e *stalledError) Unwrap() error   { return e.err }
-
-// kickReader reports progress to a watchdog on every successful read.
-type kickReader struct {
-	r io.Reader
-	w *watchdog
-}
-
-func (k kickReader) Read(p []byte) (int, error) {
-	n, err := k.r.Read(p)
-	if n > 0 {
-		k.w.Kick()
-	}
-	return n, err
-}
 
 // noRetry marks an error that the request loop must not retry because the
 // caller recovers at a higher level (a parallel upload's part after its

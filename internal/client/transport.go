@@ -65,6 +65,9 @@ type WriteOptions struct {
 	// Checksums of the whole file, verified by the server before it
 	// makes the file visible (HTTP Digest; XRootD cks on close).
 	Checksums map[string][]byte
+	// Stored, if set, receives what a successful answer said of the
+	// stored file: wanda answers with the Digest it verified.
+	Stored func(Info)
 }
 
 // RedirectError is a server's answer "ask there instead".

@@ -54,9 +54,23 @@ func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOpt
 	if streams <= 0 {
 		streams = autoStreams(size)
 	}
+	var confirmed atomic.Bool
+	wo.Stored = func(in Info) {
+		// The server says which of our digests it checked the stored
+		// bytes against.
+		for alg, want := range wo.Checksums {
+			if got, ok := in.Sums[alg]; ok && bytes.Equal(got, want) {
+				confirmed.Store(true)
+			}
+		}
+	}
 	for attempt := 1; ; attempt++ {
+		confirmed.Store(false)
 		bar.SetCurrent(0)
 		err = c.uploadOnce(ctx, f, size, dst, streams, wo, res, bar)
+		if confirmed.Load() {
+			res.Verified = true
+		}
 		if err == nil && plan.required && !res.Verified {
 			err = c.verifyRemote(ctx, dst, plan.compute[0], wo.Checksums[plan.compute[0]], res)
 			res.Verified = err == nil
@@ -187,6 +201,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 		firstErr  error
 		completed bool
 	)
+	parent := ctx // for the checks after the parts, which outlive a failed part
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	for range streams {
@@ -258,7 +273,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 		// A part found its session gone, or no part's answer said
 		// "complete": an earlier try may have completed the upload and
 		// lost its answer. The file is ours only if its checksum is.
-		ok, err := c.remoteMatches(ctx, dst, size, wo.Checksums, res)
+		ok, err := c.remoteMatches(parent, dst, size, wo.Checksums, res)
 		switch {
 		case err != nil:
 			return fmt.Errorf("after sending all parts: %w", err)

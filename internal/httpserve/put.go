@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -71,8 +72,10 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength >= 0 && n != r.ContentLength {
 		return Errorf(http.StatusBadRequest, "%s: got %d of %d bytes", t.URLPath(), n, r.ContentLength)
 	}
+	var verified map[string][]byte
 	if sums != nil {
-		for alg, got := range sums.Sums() {
+		verified = sums.Sums()
+		for alg, got := range verified {
 			if want := digests[alg]; !bytes.Equal(want, got) {
 				return digestMismatch(t.URLPath(), alg, want, got, "")
 			}
@@ -85,7 +88,22 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	setVerified(w, verified)
 	return answerStored(w, t, fi, existed)
+}
+
+// setVerified tells the client which of its digests the stored bytes were
+// checked against: the answer to a PUT carries Digest with the stored
+// file's checksums (RFC 3230 §4.3.2), so a client knows its copy was
+// verified end to end without asking again (docs/protocol.md).
+func setVerified(w http.ResponseWriter, sums map[string][]byte) {
+	var vs []string
+	for _, alg := range slices.Sorted(maps.Keys(sums)) {
+		vs = append(vs, checksum.DigestValue(alg, sums[alg]))
+	}
+	if len(vs) > 0 {
+		w.Header().Set("Digest", strings.Join(vs, ","))
+	}
 }
 
 // noReplaceAsked reports "Overwrite: F" (WebDAV) or "If-None-Match: *".

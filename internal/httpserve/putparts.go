@@ -290,6 +290,9 @@ func (h *Handler) completeParts(w http.ResponseWriter, r *http.Request, t target
 	}
 	committed = true
 	w.Header().Set(hdrUploadReceived, strconv.FormatInt(s.size, 10))
+	if len(digests) > 0 {
+		setVerified(w, digests) // all compared equal above
+	}
 	return answerStored(w, t, fi, existed)
 }
 
