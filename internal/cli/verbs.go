@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -93,7 +94,7 @@ func newLsCmd() *cobra.Command {
 					if in.IsDir {
 						kind = "d"
 					}
-					fmt.Fprintf(tw, "%s\t%d\t %s\t %s\t\n", kind, in.Size, in.ModTime.UTC().Format("2006-01-02 15:04:05"), name)
+					fmt.Fprintf(tw, "%s\t%s\t %s\t %s\t\n", kind, sizeText(in.Size), in.ModTime.UTC().Format("2006-01-02 15:04:05"), name)
 				} else {
 					fmt.Fprintln(out, name)
 				}
@@ -129,7 +130,11 @@ func newStatCmd() *cobra.Command {
 			if in.IsDir {
 				kind = "directory"
 			}
-			fmt.Fprintf(out, "url:      %s\ntype:     %s\nsize:     %d (%s)\nmodified: %s\n", in.URL, kind, in.Size, human(in.Size), in.ModTime.UTC().Format(time.RFC3339))
+			size := "unknown (the server did not say)"
+			if in.Size >= 0 {
+				size = fmt.Sprintf("%d (%s)", in.Size, human(in.Size))
+			}
+			fmt.Fprintf(out, "url:      %s\ntype:     %s\nsize:     %s\nmodified: %s\n", in.URL, kind, size, in.ModTime.UTC().Format(time.RFC3339))
 			if in.ChecksumProp != "" {
 				fmt.Fprintf(out, "checksum: %s\n", in.ChecksumProp)
 			}
@@ -247,6 +252,14 @@ func newSumCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&alg, "alg", "adler32", "checksum algorithm")
 	return cmd
+}
+
+// sizeText is a listing's size column: "?" when the server gave none.
+func sizeText(n int64) string {
+	if n < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func human(n int64) string {
