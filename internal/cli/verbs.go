@@ -262,18 +262,8 @@ func sizeText(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// human prints a byte count in binary units.
+func human(n int64) string { return client.FormatBytes(n) }
 
 func rate(n int64, d time.Duration) string {
 	if d <= 0 {
