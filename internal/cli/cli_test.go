@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 func run(t *testing.T, args ...string) (int, string) {
@@ -49,7 +50,7 @@ func serve(t *testing.T, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	out := &syncBuffer{}
+	out := &testserver.LogBuffer{}
 	args := append([]string{"server", "--listen", "127.0.0.1:0"}, extra...)
 	go func() { done <- Run(ctx, args, out, out) }()
 	t.Cleanup(func() {
@@ -75,23 +76,6 @@ func serve(t *testing.T, extra ...string) string {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestVerbsAgainstServer(t *testing.T) {

@@ -25,11 +25,9 @@ package client_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -43,11 +41,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 const brFileSize = 8 << 20
@@ -93,33 +89,9 @@ var brHTTP = &http.Client{
 // brServeWanda runs a wanda server over dir; the file is at URL + "/data/f.bin".
 func brServeWanda(t *testing.T, dir string) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Server.ShutdownTimeout = 5 * time.Second
-	cfg.Server.Exports = []config.Export{{Prefix: "/data", Path: dir, ReadOnly: true}}
-	srv, err := app.NewServer(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("app.NewServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		brHTTP.CloseIdleConnections()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("wanda: %v", err)
-		}
-		srv.Close()
-	})
-	u := "http://" + ln.Addr().String() + "/data/f.bin"
-	brWaitUp(t, u, done)
-	return u
+	srv := testserver.Start(t, config.Export{Prefix: "/data", Path: dir, ReadOnly: true})
+	t.Cleanup(brHTTP.CloseIdleConnections) // before the server stops
+	return srv.URL + "/data/f.bin"
 }
 
 // brServeNginx runs nginx over dir on a listener it inherits (nginx adopts

@@ -31,6 +31,19 @@ func originAndFront(t *testing.T, name string, data []byte) (*origin, *faultFron
 	return o, fr, fr.URL + "/data/" + name
 }
 
+// copyAndCheck copies src with c into a fresh directory, fails the test
+// on an error, and checks the destination holds want.
+func copyAndCheck(t *testing.T, c *client.Client, src string, o client.CopyOptions, want []byte) client.Result {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "f.bin")
+	res, err := copySingle(t, c, src, dst, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqualBytes(t, "destination", mustReadFile(t, dst), want)
+	return res
+}
+
 func TestDropMidBodyResumesAtOffset(t *testing.T) {
 	data := seededBytes(3<<20+17, 1)
 	size := int64(len(data))
@@ -39,13 +52,7 @@ func TestDropMidBodyResumesAtOffset(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, fr, src := originAndFront(t, "f.bin", data)
 			fr.add(faultRule{Method: "GET", Times: 1, Kind: k, At: at})
-			c := newFaultClient(t)
-			dst := filepath.Join(t.TempDir(), "f.bin")
-			res, err := copySingle(t, c, src, dst, client.CopyOptions{Streams: 1, Checksum: "auto"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+			res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Streams: 1, Checksum: "auto"}, data)
 			if res.Retries != 1 || res.Server != fr.Host || !res.Verified {
 				t.Errorf("result %+v: want 1 retry, server %s, verified", res, fr.Host)
 			}
@@ -69,13 +76,7 @@ func TestDropMidBodyEightStreams(t *testing.T) {
 	const at = 100_000
 	// The third chunk request is cut after `at` bytes.
 	fr.add(faultRule{Method: "GET", Times: 2, Kind: faultPass}, faultRule{Method: "GET", Times: 1, Kind: faultDrop, At: at})
-	c := newFaultClient(t)
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, c, src, dst, client.CopyOptions{Streams: 8, ChunkMin: 256 << 10, ChunkMax: 512 << 10, Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Streams: 8, ChunkMin: 256 << 10, ChunkMax: 512 << 10, Checksum: "auto"}, data)
 	if res.Retries != 1 || res.Streams != 8 || !res.Verified {
 		t.Errorf("result %+v: want 1 retry, 8 streams, verified", res)
 	}
@@ -109,13 +110,7 @@ func TestResetMidBody(t *testing.T) {
 	_, fr, src := originAndFront(t, "f.bin", data)
 	const at = 500_000
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultReset, At: at})
-	c := newFaultClient(t)
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, c, src, dst, client.CopyOptions{Streams: 1, Checksum: "adler32"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Streams: 1, Checksum: "adler32"}, data)
 	gets := fr.requests("GET")
 	if len(gets) != 2 || res.Retries != 1 {
 		t.Fatalf("%d GETs, %d retries; want 2 and 1", len(gets), res.Retries)
@@ -129,12 +124,7 @@ func TestServerErrorOnceIsRetried(t *testing.T) {
 	data := seededBytes(300_001, 4)
 	_, fr, src := originAndFront(t, "f.bin", data)
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultStatus, Status: 500})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), src, dst, client.CopyOptions{Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Checksum: "auto"}, data)
 	if res.Retries != 1 || len(fr.requests("GET")) != 2 {
 		t.Errorf("%d retries, %d GETs; want 1 and 2", res.Retries, len(fr.requests("GET")))
 	}
@@ -144,12 +134,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	data := seededBytes(10_000, 5)
 	_, fr, src := originAndFront(t, "f.bin", data)
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultStatus, Status: 503, Header: http.Header{"Retry-After": {"1"}}})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), src, dst, client.CopyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{}, data)
 	gets := fr.requests("GET")
 	if len(gets) != 2 || res.Retries != 1 {
 		t.Fatalf("%d GETs, %d retries; want 2 and 1", len(gets), res.Retries)
@@ -216,14 +201,9 @@ func TestStallIsAbortedAndRetried(t *testing.T) {
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultStall, At: at})
 	c := newFaultClient(t)
 	c.Policy.Stall = 300 * time.Millisecond
-	dst := filepath.Join(t.TempDir(), "f.bin")
 	start := time.Now()
-	res, err := copySingle(t, c, src, dst, client.CopyOptions{Streams: 1, Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := copyAndCheck(t, c, src, client.CopyOptions{Streams: 1, Checksum: "auto"}, data)
 	elapsed := time.Since(start)
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
 	gets := fr.requests("GET")
 	if len(gets) != 2 || res.Retries != 1 {
 		t.Fatalf("%d GETs, %d retries; want 2 and 1", len(gets), res.Retries)
@@ -270,12 +250,7 @@ func TestCorruptByte(t *testing.T) {
 			t.Run("once", func(t *testing.T) {
 				_, fr, src := originAndFront(t, "f.bin", data)
 				fr.add(faultRule{Method: "GET", Times: 1, Kind: faultCorrupt, At: 12345})
-				dst := filepath.Join(t.TempDir(), "f.bin")
-				res, err := copySingle(t, newFaultClient(t), src, dst, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+				res := copyAndCheck(t, newFaultClient(t), src, o, data)
 				if res.Retries != 1 || !res.Verified || !strings.HasPrefix(res.Checksum, "adler32:") {
 					t.Errorf("result %+v: want 1 retry (the whole file again), verified adler32", res)
 				}
@@ -309,18 +284,12 @@ func dupLink(u string) http.Header {
 // only fails. The rest comes from B.
 func TestFailoverToAdvertisedDuplicate(t *testing.T) {
 	data := seededBytes(1<<20, 10)
-	o := startOrigin(t)
-	o.put(t, "f.bin", data)
-	a, b := startFront(t, o.URL), startFront(t, o.URL)
+	o, a, src := originAndFront(t, "f.bin", data)
+	b := startFront(t, o.URL)
 	const at = 300_000
 	a.add(faultRule{Method: "GET", Times: 1, Kind: faultDrop, At: at, Header: dupLink(b.URL + "/data/f.bin")},
 		faultRule{Method: "GET", Kind: faultStatus, Status: 500})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), a.URL+"/data/f.bin", dst, client.CopyOptions{Streams: 1, Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Streams: 1, Checksum: "auto"}, data)
 	if res.Server != b.Host {
 		t.Errorf("server %q, want the duplicate %q", res.Server, b.Host)
 	}
@@ -337,13 +306,12 @@ func TestFailoverToAdvertisedDuplicate(t *testing.T) {
 // reads go to B.
 func TestFailoverAcrossCalls(t *testing.T) {
 	data := seededBytes(256<<10, 11)
-	o := startOrigin(t)
-	o.put(t, "f.bin", data)
-	a, b := startFront(t, o.URL), startFront(t, o.URL)
+	o, a, src := originAndFront(t, "f.bin", data)
+	b := startFront(t, o.URL)
 	a.add(faultRule{Method: "HEAD", Kind: faultPass, Header: dupLink(b.URL + "/data/f.bin")},
 		faultRule{Method: "GET", Kind: faultStatus, Status: 500})
 	c := newFaultClient(t)
-	f, err := c.Open(context.Background(), a.URL+"/data/f.bin")
+	f, err := c.Open(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,12 +329,11 @@ func TestFailoverAcrossCalls(t *testing.T) {
 // final: one request, no failover, no second ask.
 func TestNotFoundAfterAdvertisedDuplicateIsFinal(t *testing.T) {
 	data := seededBytes(10_000, 11)
-	o := startOrigin(t)
-	o.put(t, "f.bin", data)
-	a, b := startFront(t, o.URL), startFront(t, o.URL)
+	o, a, src := originAndFront(t, "f.bin", data)
+	b := startFront(t, o.URL)
 	a.add(faultRule{Method: "HEAD", Kind: faultPass, Header: dupLink(b.URL + "/data/f.bin")},
 		faultRule{Method: "GET", Kind: faultStatus, Status: 404})
-	f, err := newFaultClient(t).Open(context.Background(), a.URL+"/data/f.bin")
+	f, err := newFaultClient(t).Open(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,9 +348,7 @@ func TestNotFoundAfterAdvertisedDuplicateIsFinal(t *testing.T) {
 // A redirector sends to A, which refuses connections, and advertises B.
 func TestFailoverConnectionRefused(t *testing.T) {
 	data := seededBytes(500_000, 12)
-	o := startOrigin(t)
-	o.put(t, "f.bin", data)
-	b := startFront(t, o.URL)
+	_, b, _ := originAndFront(t, "f.bin", data)
 	dead := refusedURL(t)
 	var hits atomic.Int64
 	redir := serveFunc(t, func(w http.ResponseWriter, r *http.Request) {
@@ -391,12 +356,7 @@ func TestFailoverConnectionRefused(t *testing.T) {
 		w.Header().Set("Link", "<"+b.URL+r.URL.Path+">; rel=duplicate; pri=1")
 		http.Redirect(w, r, dead+r.URL.Path, http.StatusTemporaryRedirect)
 	})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), redir+"/data/f.bin", dst, client.CopyOptions{Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), redir+"/data/f.bin", client.CopyOptions{Checksum: "auto"}, data)
 	if res.Server != b.Host {
 		t.Errorf("server %q, want %q", res.Server, b.Host)
 	}
@@ -408,9 +368,8 @@ func TestFailoverConnectionRefused(t *testing.T) {
 // After A fails, the redirector is asked again with tried=A and sends B.
 func TestRedirectorIsAskedAgainWithTried(t *testing.T) {
 	data := seededBytes(400_000, 13)
-	o := startOrigin(t)
-	o.put(t, "f.bin", data)
-	a, b := startFront(t, ""), startFront(t, o.URL) // a only answers 503
+	_, b, _ := originAndFront(t, "f.bin", data)
+	a := startFront(t, "") // only answers 503
 	a.add(faultRule{Kind: faultStatus, Status: 503})
 	var asked stringLog
 	redir := serveFunc(t, func(w http.ResponseWriter, r *http.Request) {
@@ -426,12 +385,7 @@ func TestRedirectorIsAskedAgainWithTried(t *testing.T) {
 		w.Header().Set("Link", "<"+to+r.URL.Path+">; rel=duplicate; pri=1")
 		http.Redirect(w, r, to+r.URL.Path, http.StatusTemporaryRedirect)
 	})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), redir+"/data/f.bin", dst, client.CopyOptions{Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), redir+"/data/f.bin", client.CopyOptions{Checksum: "auto"}, data)
 	if res.Server != b.Host {
 		t.Errorf("server %q, want %q", res.Server, b.Host)
 	}
@@ -566,12 +520,7 @@ func TestStallBeforeAnswer(t *testing.T) {
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultPass, Hook: func(r *http.Request) { <-r.Context().Done() }})
 	c := newFaultClient(t)
 	c.Policy.Stall = 300 * time.Millisecond
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, c, src, dst, client.CopyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, c, src, client.CopyOptions{}, data)
 	gets := fr.requests("GET")
 	if res.Retries != 1 || len(gets) != 2 {
 		t.Fatalf("%d retries, %d GETs; want 1 and 2", res.Retries, len(gets))
@@ -589,12 +538,7 @@ func TestServerWithoutRanges(t *testing.T) {
 	fr.NoRange.Store(true)
 	// Every answer is the whole file: a cut at 100 kB hits any chunk.
 	fr.add(faultRule{Method: "GET", Times: 1, Kind: faultDrop, At: 100_000})
-	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := copySingle(t, newFaultClient(t), src, dst, client.CopyOptions{Streams: 3, ChunkMin: 256 << 10, ChunkMax: 256 << 10, Checksum: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustEqualBytes(t, "destination", mustReadFile(t, dst), data)
+	res := copyAndCheck(t, newFaultClient(t), src, client.CopyOptions{Streams: 3, ChunkMin: 256 << 10, ChunkMax: 256 << 10, Checksum: "auto"}, data)
 	if res.Retries != 1 || !res.Verified {
 		t.Errorf("result %+v: want 1 retry, verified", res)
 	}

@@ -27,11 +27,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // origin is a real wanda server serving /data, a writable export of a
@@ -43,42 +41,8 @@ type origin struct {
 
 func startOrigin(t *testing.T) *origin {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Server.ShutdownTimeout = 5 * time.Second
-	cfg.Server.Exports = []config.Export{{Prefix: "/data", Path: dir}}
-	logs := &logBuffer{}
-	srv, err := app.NewServer(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("app.NewServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("origin shutdown: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("origin did not stop")
-		}
-		srv.Close()
-		if t.Failed() {
-			t.Logf("origin log:\n%s", logs.String())
-		}
-	})
-	o := &origin{URL: "http://" + ln.Addr().String(), Dir: dir}
-	waitHTTPUp(t, o.URL+"/healthz")
-	return o
+	s := testserver.Start(t, config.Export{Prefix: "/data", Path: t.TempDir()})
+	return &origin{URL: s.URL, Dir: s.Dir("/data")}
 }
 
 // put stores data at rel (below /data) directly on the origin's disk.
@@ -115,28 +79,6 @@ func (o *origin) read(t *testing.T, rel string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-var plainHTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
-
-// waitHTTPUp polls u until it answers 200, for at most 10 s.
-func waitHTTPUp(t *testing.T, u string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := plainHTTPClient.Get(u)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = errors.New(resp.Status)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not up after 10 s: %v", u, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // pollUntil polls cond every 5 ms for at most d.
@@ -654,7 +596,7 @@ func newFaultClient(t *testing.T) *client.Client {
 		MaxRedirects:     5,
 		RouteTTL:         time.Minute,
 	}
-	logs := &logBuffer{}
+	logs := &testserver.LogBuffer{}
 	c.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c.HTTP.Log = c.Log
 	t.Cleanup(func() {
@@ -736,21 +678,4 @@ func copySingle(t *testing.T, c *client.Client, src, dst string, o client.CopyOp
 		return client.Result{}, err
 	}
 	return rs[0], err
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

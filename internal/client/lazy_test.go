@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,7 +212,7 @@ func TestLazyKeepReusesShadow(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if names := lazyDirNames(t, dir); len(names) != 2 || !strings.HasSuffix(names[0], ".json") || !strings.HasSuffix(names[1], ".shadow") {
+	if names := dirEntries(t, dir); len(names) != 2 || !strings.HasSuffix(names[0], ".json") || !strings.HasSuffix(names[1], ".shadow") {
 		t.Fatalf("kept files: %v, want a shadow and its record", names)
 	}
 
@@ -288,7 +287,7 @@ func TestLazyCloseRemovesShadow(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if names := lazyDirNames(t, dir); len(names) != 0 {
+	if names := dirEntries(t, dir); len(names) != 0 {
 		t.Errorf("left in the shadow directory: %v", names)
 	}
 	if _, err := l.ReadAt(p, 0); err == nil {
@@ -356,7 +355,7 @@ func TestLazyKeepInUseGetsPrivateShadow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if names := lazyDirNames(t, dir); len(names) != 2 {
+	if names := dirEntries(t, dir); len(names) != 2 {
 		t.Errorf("files in the shadow directory: %v, want the kept shadow and its record", names)
 	}
 }
@@ -387,19 +386,6 @@ func TestLazyCloseMidFetch(t *testing.T) {
 		t.Error("read interrupted by Close succeeded")
 	}
 	raNoGoroutinesIn(t, "client.(*LazyFile)")
-}
-
-func lazyDirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range es {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 func ExampleClient_OpenLazy() {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,11 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // raFixture is a wanda server exporting a temporary directory as /data,
@@ -44,23 +40,8 @@ type raFixture struct {
 
 func newRAFixture(t testing.TB) *raFixture {
 	t.Helper()
-	fx := &raFixture{Dir: t.TempDir()}
-	cfg := config.Default()
-	cfg.Server.Exports = []config.Export{{Prefix: "/data", Path: fx.Dir}}
-	cfg.Server.ShutdownTimeout = 5 * time.Second
-	srv, err := app.NewServer(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	fx.Server = "http://" + ln.Addr().String()
+	srv := testserver.Start(t, config.Export{Prefix: "/data", Path: t.TempDir()})
+	fx := &raFixture{Dir: srv.Dir("/data"), Server: srv.URL}
 
 	target, _ := url.Parse(fx.Server)
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -79,20 +60,11 @@ func newRAFixture(t testing.TB) *raFixture {
 		rp.ServeHTTP(w, r)
 	}))
 	fx.Proxy = proxy.URL
+	// Runs before the server's cleanup: the proxy goes first.
 	t.Cleanup(func() {
 		proxy.CloseClientConnections()
 		proxy.Close()
 		rp.Transport.(*http.Transport).CloseIdleConnections()
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("server: %v", err)
-			}
-		case <-time.After(cfg.Server.ShutdownTimeout + 10*time.Second):
-			t.Errorf("server did not stop")
-		}
-		srv.Close()
 	})
 	return fx
 }

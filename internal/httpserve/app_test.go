@@ -18,43 +18,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // appServer runs app.NewServer over the same tree as newServer builds.
 func appServer(t *testing.T) (*server, *server) {
 	t.Helper()
 	tree := newServer(t) // only its directories are used
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Server.Exports = []config.Export{
-		{Prefix: "/store", Path: tree.Store, ReadOnly: true},
-		{Prefix: "/scratch", Path: tree.Scratch},
-	}
-	cfg.Server.ShutdownTimeout = 5 * time.Second
-	srv, err := app.NewServer(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ctx, ln) }()
-	s := &server{Addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), Client: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(func() {
-		s.Client.CloseIdleConnections()
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("app serve: %v", err)
-		}
-		srv.Close()
-	})
+	srv := testserver.Start(t,
+		config.Export{Prefix: "/store", Path: tree.Store, ReadOnly: true},
+		config.Export{Prefix: "/scratch", Path: tree.Scratch},
+	)
+	s := &server{Addr: srv.Addr, URL: srv.URL, Client: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(s.Client.CloseIdleConnections) // before the server stops
 	return s, tree
 }
 

@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,11 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // cmdTimeout bounds every client subprocess.
@@ -80,83 +76,19 @@ func startServer(t *testing.T) *server {
 	t.Helper()
 	store := demoData(t)
 	scratch := t.TempDir()
-
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Server.ShutdownTimeout = 5 * time.Second
-	cfg.Server.Exports = []config.Export{
-		{Prefix: "/store", Path: store, ReadOnly: true},
-		{Prefix: "/scratch", Path: scratch},
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("app.NewServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		t.Fatalf("listen: %v", err)
-	}
 	ranges := &rangeLog{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, sniffListener{ln, ranges}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server shutdown: %v", err)
-			}
-		case <-time.After(cfg.Server.ShutdownTimeout + 10*time.Second):
-			t.Errorf("server did not stop within %v", cfg.Server.ShutdownTimeout+10*time.Second)
-		}
-		srv.Close()
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	s := &server{URL: "http://" + ln.Addr().String(), Store: store, Scratch: scratch, Ranges: ranges}
-	waitHealthy(t, s.URL, done)
-	return s
+	srv := testserver.StartWith(t,
+		testserver.Options{Listener: func(ln net.Listener) net.Listener { return sniffListener{ln, ranges} }},
+		config.Export{Prefix: "/store", Path: store, ReadOnly: true},
+		config.Export{Prefix: "/scratch", Path: scratch},
+	)
+	return &server{URL: srv.URL, Store: store, Scratch: scratch, Ranges: ranges}
 }
 
 // httpClient talks to the test server directly, never through a proxy.
 var httpClient = &http.Client{
 	Transport: &http.Transport{Proxy: nil, DisableCompression: true},
 	Timeout:   30 * time.Second,
-}
-
-// waitHealthy polls /healthz until it answers "ok" or 10 s pass.
-func waitHealthy(t *testing.T, base string, done <-chan error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && string(body) == "ok\n" {
-				return
-			}
-			err = fmt.Errorf("status %d, body %q", resp.StatusCode, body)
-		}
-		last = err
-		select {
-		case err := <-done:
-			t.Fatalf("server exited before becoming healthy: %v", err)
-		case <-ctx.Done():
-			t.Fatalf("server not healthy after 10s: %v", last)
-		case <-tick.C:
-		}
-	}
 }
 
 // requireTool skips the test when the executable is missing, or fails it
@@ -324,22 +256,4 @@ next:
 		return 0
 	}
 	return sum
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
