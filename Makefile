@@ -5,7 +5,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-go bench-serve bench-wan clean
+.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve bench-wan clean
 
 all: build
 
@@ -61,7 +61,13 @@ bench-serve: build
 bench-wan: build
 	./scripts/bench-wan.sh
 
-bench: bench-go bench-serve bench-wan
+## bench: the micro benchmarks, the scripts, and every experiment's full run (wanda bench all).
+bench: bench-go bench-serve bench-wan build
+	./$(BIN) bench all
+
+## bench-quick: every experiment's --quick preset (< 15 min on 2 cores).
+bench-quick: build
+	./$(BIN) bench all --quick --out bench-results/quick
 
 clean:
 	rm -rf bin

@@ -36,6 +36,13 @@ type Run struct {
 	seed     []string
 	tools    map[string]string // tool -> version line ("" = missing)
 	perr     error             // first parameter error
+
+	// Set by the runner (runner.go) for the outputs.
+	set     map[string]string // --set as given, for the command line to reproduce
+	repsSet bool              // --reps given
+	version string            // wanda's version
+	ended   time.Time
+	err     error // what Run returned (or the interruption); nil: complete
 }
 
 // Row is one measured point: ordered column names and values.

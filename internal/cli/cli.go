@@ -52,6 +52,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newServerCmd(),
 		newDemoCmd(),
 		newWanCmd(),
+		newBenchCmd(),
 		newCpCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
 	)
 	return root
