@@ -285,10 +285,21 @@ func (r *SeqReader) ownErr(err error) error {
 	return err
 }
 
-// reposition drops the windows when the read position left their span.
+// reposition drops the windows when the read position left their span,
+// and, after a forward seek within it, the windows wholly before the
+// position (serve reads from the first window).
 func (r *SeqReader) reposition() {
 	if len(r.wins) > 0 && (r.pos < r.wins[0].off || r.pos >= r.next) {
 		r.drop()
+		return
+	}
+	for len(r.wins) > 0 && r.wins[0].off+int64(len(r.wins[0].buf)) <= r.pos {
+		w := r.wins[0]
+		w.cancel()
+		<-w.done // cancelled: ends at once
+		r.wins[0] = nil
+		r.wins = r.wins[1:]
+		r.putBuf(w.buf)
 	}
 }
 

@@ -525,3 +525,30 @@ func ExampleFile_Reader() {
 		fmt.Println(err)
 	}
 }
+
+// TestSeqReaderSeekPastFirstWindow: a forward seek beyond the first
+// window but within the windows in flight reads the right bytes (it used
+// to report io.ErrUnexpectedEOF).
+func TestSeqReaderSeekPastFirstWindow(t *testing.T) {
+	fx := newRAFixture(t)
+	data := fx.put(t, "seek.bin", 10<<20, 7)
+	f := raOpen(t, raClient(), fx.Server+"/data/seek.bin")
+	r := f.Reader(client.ReadAheadOptions{Window: 1 << 20, Depth: 4})
+	defer r.Close()
+	buf := make([]byte, 4096)
+	for i := 0; i < 2; i++ {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const at = 3 << 19 // 1.5 MiB: inside the second window
+	if _, err := r.Seek(at, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, buf); err != nil {
+		t.Fatalf("read after seek: %v", err)
+	}
+	if !bytes.Equal(buf, data[at:at+len(buf)]) {
+		t.Fatal("wrong bytes after a forward seek within the read-ahead span")
+	}
+}
