@@ -38,6 +38,7 @@ func (r *Run) writeOutputs() error {
 	var errs []error
 	images := r.renderPlots(plots, rows, series, &errs)
 	res := r.results(rows, series, images)
+	res.Medians = medianTables(plots, rows)
 	errs = append(errs,
 		writeFile(filepath.Join(r.out, ResultsCSV), func(b *bytes.Buffer) error { return writeRowsCSV(b, rows) }),
 		writeFile(filepath.Join(r.out, ResultsJSON), func(b *bytes.Buffer) error {
@@ -205,8 +206,11 @@ type Results struct {
 	Rows        []Row         `json:"rows"`
 	Series      []SeriesStats `json:"series"`
 	Plots       []string      `json:"plots"` // image files, stems of PNG+SVG pairs
-	SeedTables  []string      `json:"seed_tables"`
-	Notes       []string      `json:"notes"`
+	// Medians are the plotted figures: per plot, the median over the
+	// repetitions of each point with its min and max.
+	Medians    []MedianTable `json:"medians"`
+	SeedTables []string      `json:"seed_tables"`
+	Notes      []string      `json:"notes"`
 }
 
 // Environment is the machine a run measured.
@@ -302,4 +306,38 @@ func environment(version string, tools map[string]string) Environment {
 		}
 	}
 	return env
+}
+
+// MedianTable is one plot's figures.
+type MedianTable struct {
+	Title string      `json:"title"`
+	X, Y  string      `json:"-"`
+	Rows  []MedianRow `json:"rows"`
+}
+
+// MedianRow is one point of a plotted line.
+type MedianRow struct {
+	Line   string  `json:"line"`
+	X      float64 `json:"x"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+// medianTables summarises each plot's points over the repetitions.
+func medianTables(specs []PlotSpec, rows []Row) []MedianTable {
+	var out []MedianTable
+	for _, spec := range specs {
+		t := MedianTable{Title: orDefault(spec.Title, spec.Name), X: orDefault(spec.XLabel, spec.X), Y: orDefault(spec.YLabel, spec.Y)}
+		for _, l := range lines(spec, rows) {
+			for _, p := range l.points {
+				t.Rows = append(t.Rows, MedianRow{Line: l.label, X: p.x, Median: p.y, Min: p.lo, Max: p.hi, N: p.n})
+			}
+		}
+		if len(t.Rows) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -108,7 +108,10 @@ func toFloat(v any) (float64, bool) {
 }
 
 // point is one X of one line: the median of its Ys, and their range.
-type point struct{ x, y, lo, hi float64 }
+type point struct {
+	x, y, lo, hi float64
+	n            int // repetitions behind y (the median)
+}
 
 // line is one group's points, sorted by X.
 type line struct {
@@ -165,7 +168,7 @@ func lines(spec PlotSpec, rows []Row) []line {
 		slices.Sort(gx)
 		for _, x := range gx {
 			s := Summarize(ys[key{g, x}])
-			l.points = append(l.points, point{x: x, y: s.Median, lo: s.Min, hi: s.Max})
+			l.points = append(l.points, point{x: x, y: s.Median, lo: s.Min, hi: s.Max, n: s.N})
 		}
 		out = append(out, l)
 	}

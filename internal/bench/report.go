@@ -66,6 +66,16 @@ func writeReport(b *bytes.Buffer, res Results) {
 			fmt.Fprintf(b, "![%s](%s.png)\n\n", img, img)
 		}
 	}
+	if res.Reps > 1 {
+		for _, t := range res.Medians {
+			fmt.Fprintf(b, "### %s: median of the repetitions (min–max)\n\n| line | %s | %s | min | max | n |\n|---|---:|---:|---:|---:|---:|\n",
+				mdCell(t.Title), mdCell(t.X), mdCell(t.Y))
+			for _, m := range t.Rows {
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d |\n", mdCell(m.Line), fmtNum(m.X), fmtNum(m.Median), fmtNum(m.Min), fmtNum(m.Max), m.N)
+			}
+			b.WriteString("\n")
+		}
+	}
 
 	if len(res.Series) > 0 {
 		b.WriteString("## Transfer rate samples\n\n")

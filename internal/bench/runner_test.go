@@ -158,6 +158,7 @@ func TestExecuteOutputs(t *testing.T) {
 		"| 10 | 2 | 1 | 61 |", "![toy](toy.png)", "![series-synthetic](series-synthetic.png)",
 		"## The seed measured", "| 0 | 1046 |", "peer xyz: not installed, skipped",
 		"plot empty: no rows", "| synthetic | 0.005s |",
+		"### toy: median of the repetitions (min–max)", " | 10 | 60.50 | 60 | 61 | 2 |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
