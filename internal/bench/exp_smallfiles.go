@@ -49,6 +49,9 @@ func runSmallFiles(ctx context.Context, r *Run) error {
 	if nfiles <= 0 || fsize < 0 {
 		panic(paramError{"files", r.Str("files"), "a positive number of files"})
 	}
+	if loopN < 1 {
+		panic(paramError{"curl_loop", r.Str("curl_loop"), "at least 1 file to time"})
+	}
 
 	data := filepath.Join(r.Dir(), "data", "small")
 	if err := os.MkdirAll(data, 0o755); err != nil {

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -59,7 +58,19 @@ func writeFile(path string, fill func(*bytes.Buffer) error) error {
 	if err := fill(&b); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	return writeAtomic(path, b.Bytes())
+}
+
+// writeAtomic writes through a temporary file and a rename: a crash or a
+// full disk never leaves a truncated result.
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -249,7 +260,7 @@ func (r *Run) results(rows []Row, series []Series, images []string) Results {
 	}
 	if r.err != nil {
 		res.Status, res.Error = "failed", r.err.Error()
-		if errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded) {
+		if r.interrupted {
 			res.Status = "interrupted"
 		}
 	}

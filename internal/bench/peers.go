@@ -31,17 +31,20 @@ const peerReadyTimeout = 20 * time.Second
 type XRootDPeer struct {
 	// Addr is host:port of its xroot protocol (root://Addr//name).
 	Addr string
-	// HTTPAddr is host:port of XrdHttp (http://HTTPAddr/name).
-	HTTPAddr string
 }
 
 // StartXRootD starts XRootD's own data server exporting the directory root
-// (files are root://Addr//name and http://HTTPAddr/name) and stops it at
+// (files are root://Addr//name) and stops it at
 // the run's cleanup. xrootd refuses to run as root: as root it runs as the
 // `xrootd` user the package creates (setpriv), which must be able to read
 // root, so root and its ancestors get o+x and the files o+r. Without
 // xrootd (or, as root, without that user or setpriv) it notes why and
 // returns ok == false.
+//
+// XRootD has no directive to listen on one address (peers/README.md): its
+// port is bound on all interfaces, and `xrd.allow host localhost` refuses
+// every client but this host's. It lives only as long as the run; no
+// second (XrdHttp) port is opened.
 func (r *Run) StartXRootD(ctx context.Context, root string) (p XRootDPeer, ok bool, err error) {
 	if !r.Have("xrootd") {
 		r.Note("xrootd: not installed (apt-get install xrootd-server xrootd-server-plugins), skipped")
@@ -63,16 +66,14 @@ func (r *Run) StartXRootD(ctx context.Context, root string) (p XRootDPeer, ok bo
 		if err := os.Chown(admin, uid, gid); err != nil {
 			return p, false, fmt.Errorf("xrootd admin dir: %w", err)
 		}
-		if err := peerReadable(root); err != nil {
+		restore, err := peerReadable(root)
+		r.Cleanup(restore)
+		if err != nil {
 			return p, false, fmt.Errorf("xrootd: make %s readable: %w", root, err)
 		}
 		prefix = []string{"setpriv", "--reuid=xrootd", "--regid=xrootd", "--init-groups"}
 	}
 	port, err := peerFreePort()
-	if err != nil {
-		return p, false, err
-	}
-	hport, err := peerFreePort()
 	if err != nil {
 		return p, false, err
 	}
@@ -84,9 +85,7 @@ xrd.allow host localhost
 all.adminpath %s
 all.pidpath %s
 xrootd.chksum adler32
-xrd.protocol XrdHttp:%d libXrdHttp.so
-http.listingdeny false
-`, root, port, admin, admin, hport)
+`, root, port, admin, admin)
 	cfgPath := filepath.Join(admin, "xrootd.cfg")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return p, false, err
@@ -97,7 +96,7 @@ http.listingdeny false
 	if err := r.startPeer(ctx, "xrootd", args, addr, logPath); err != nil {
 		return p, false, err
 	}
-	return XRootDPeer{Addr: addr, HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(hport))}, true, nil
+	return XRootDPeer{Addr: addr}, true, nil
 }
 
 // StartNginx starts a throw-away nginx serving the directory root on
@@ -117,7 +116,9 @@ func (r *Run) StartNginx(ctx context.Context, root string) (baseURL string, ok b
 		return "", false, err
 	}
 	if os.Geteuid() == 0 {
-		if err := peerReadable(root); err != nil {
+		restore, err := peerReadable(root)
+		r.Cleanup(restore)
+		if err != nil {
 			return "", false, fmt.Errorf("nginx: make %s readable: %w", root, err)
 		}
 	}
@@ -242,24 +243,32 @@ func peerFreePort() (int, error) {
 
 // peerReadable lets other users (a peer's unprivileged workers) reach
 // dir: o+x on dir and each ancestor, o+rx on directories and o+r on files
-// below it.
-func peerReadable(dir string) error {
-	dir, err := filepath.Abs(dir)
+// below it. restore puts the ancestors' modes back (dir itself is the
+// run's scratch, removed at the end).
+func peerReadable(dir string) (restore func(), err error) {
+	var changed []func()
+	restore = func() {
+		for i := len(changed) - 1; i >= 0; i-- {
+			changed[i]()
+		}
+	}
+	dir, err = filepath.Abs(dir)
 	if err != nil {
-		return err
+		return restore, err
 	}
 	for d := filepath.Dir(dir); d != "/" && d != "."; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
-			return err
+			return restore, err
 		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
-				return err
+		if mode := fi.Mode().Perm(); mode&0o001 == 0 {
+			if err := os.Chmod(d, mode|0o001); err != nil {
+				return restore, err
 			}
+			changed = append(changed, func() { os.Chmod(d, mode) })
 		}
 	}
-	return filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+	return restore, filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

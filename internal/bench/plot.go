@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
@@ -64,7 +65,15 @@ func (r *Run) renderPlots(specs []PlotSpec, rows []Row, series []Series, errs *[
 
 func savePlot(p *plot.Plot, stem string) error {
 	for _, ext := range []string{".png", ".svg"} {
-		if err := p.Save(plotWidth, plotHeight, stem+ext); err != nil {
+		w, err := p.WriterTo(plotWidth, plotHeight, ext[1:])
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			return err
+		}
+		if err := writeAtomic(stem+ext, b.Bytes()); err != nil {
 			return err
 		}
 	}

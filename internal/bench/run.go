@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,7 +36,10 @@ type Run struct {
 	plots    []PlotSpec
 	seed     []string
 	tools    map[string]string // tool -> version line ("" = missing)
-	perr     error             // first parameter error
+	// interrupted: the caller's context ended (Ctrl-C), as opposed to a
+	// failure of the experiment (its own timeouts included).
+	interrupted bool
+	perr        error // first parameter error
 
 	// Set by the runner (runner.go) for the outputs.
 	set     map[string]string // --set as given, for the command line to reproduce
@@ -133,27 +137,16 @@ func (r *Run) Have(tool string) bool {
 func toolVersion(tool, path string) string {
 	flag := "--version"
 	switch tool {
-	case "xrootd", "cmsd":
-		flag = "-v"
-	case "nginx":
+	case "xrootd", "cmsd", "nginx":
 		flag = "-v"
 	}
-	cmd := exec.Command(path, flag)
-	done := make(chan []byte, 1)
-	go func() {
-		b, _ := cmd.CombinedOutput()
-		done <- b
-	}()
-	select {
-	case b := <-done:
-		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		return line
-	case <-time.After(5 * time.Second):
-		if cmd.Process != nil {
-			cmd.Process.Kill()
-		}
-		return ""
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, flag)
+	cmd.WaitDelay = time.Second // a grandchild holding the pipe cannot hang us
+	b, _ := cmd.CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return line
 }
 
 // Wanda is the path of this binary, to run roles as separate processes.
@@ -236,15 +229,19 @@ func (r *Run) Int(name string) int {
 	return n
 }
 
-// Ints is a list of integers ("1 4 8" or "1,4,8").
+// Ints is a non-empty list of positive integers ("1 4 8" or "1,4,8"):
+// stream counts, parallelism.
 func (r *Run) Ints(name string) []int {
 	var out []int
 	for _, f := range fields(r.raw(name)) {
 		n, err := strconv.Atoi(f)
-		if err != nil {
-			panic(paramError{name, r.raw(name), "integers"})
+		if err != nil || n < 1 {
+			panic(paramError{name, r.raw(name), "positive integers"})
 		}
 		out = append(out, n)
+	}
+	if len(out) == 0 {
+		panic(paramError{name, r.raw(name), "at least one positive integer"})
 	}
 	return out
 }
@@ -268,6 +265,9 @@ func (r *Run) Durations(name string) []time.Duration {
 		}
 		out = append(out, d)
 	}
+	if len(out) == 0 {
+		panic(paramError{name, r.raw(name), "at least one duration"})
+	}
 	return out
 }
 
@@ -289,6 +289,9 @@ func (r *Run) Sizes(name string) []int64 {
 			panic(paramError{name, r.raw(name), "sizes (4KiB 1MiB 16MiB)"})
 		}
 		out = append(out, n)
+	}
+	if len(out) == 0 {
+		panic(paramError{name, r.raw(name), "at least one size"})
 	}
 	return out
 }

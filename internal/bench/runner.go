@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -150,13 +151,15 @@ func Execute(ctx context.Context, e *Experiment, o Options) (*Run, error) {
 		}
 		return r, runErr
 	}
-	if runErr == nil && ctx.Err() != nil {
+	r.interrupted = ctx.Err() != nil
+	if runErr == nil && r.interrupted {
 		runErr = fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
 	if runErr != nil {
 		runErr = fmt.Errorf("bench %s: %w", e.Name, runErr)
 	}
 	r.err = runErr
+	removeOldOutputs(out)
 	return r, errors.Join(runErr, r.writeOutputs())
 }
 
@@ -176,7 +179,9 @@ func (r *Run) call(ctx context.Context) (err error) {
 			err = usagef("%s: %v", r.exp.Name, pe)
 			return
 		}
-		panic(v)
+		// A bug in one experiment must not take `bench all` down: the
+		// run fails with the panic and its stack in the error.
+		err = fmt.Errorf("%s panicked: %v\n%s", r.exp.Name, v, debug.Stack())
 	}()
 	return r.exp.Run(ctx, r)
 }
@@ -282,5 +287,22 @@ func progressPrinter(w io.Writer, name string) func(string, int, int, time.Durat
 		mu.Lock()
 		defer mu.Unlock()
 		io.WriteString(w, b.String())
+	}
+}
+
+// removeOldOutputs deletes what an earlier run wrote into out (a re-run
+// into the same --out), so the directory never mixes two runs.
+func removeOldOutputs(out string) {
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case n == ResultsCSV, n == ResultsJSON, n == ReportMD, n == SeriesCSV,
+			strings.HasSuffix(n, ".png"), strings.HasSuffix(n, ".svg"):
+			os.Remove(filepath.Join(out, n))
+		}
 	}
 }

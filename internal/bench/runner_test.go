@@ -250,18 +250,25 @@ func TestExecuteCancel(t *testing.T) {
 	}
 }
 
+// TestExecutePanic: a bug in one experiment fails its run (with the panic
+// in the error, outputs written, cleanups run) instead of taking the whole
+// process — and `bench all` — down.
 func TestExecutePanic(t *testing.T) {
 	var cleaned atomic.Int32
-	defer func() {
-		if v := recover(); v != "toy panicked" {
-			t.Errorf("recovered %v", v)
-		}
-		if cleaned.Load() != 11 {
-			t.Errorf("cleanups ran %d, want 11", cleaned.Load())
-		}
-	}()
-	Execute(t.Context(), toy(&cleaned), Options{Out: t.TempDir(), Set: map[string]string{"mode": "panic"}})
-	t.Error("no panic")
+	out := t.TempDir()
+	r, err := Execute(t.Context(), toy(&cleaned), Options{Out: out, Set: map[string]string{"mode": "panic"}})
+	if err == nil || !strings.Contains(err.Error(), "toy panicked") || errors.Is(err, ErrUsage) {
+		t.Fatalf("err = %v, want a failure naming the panic", err)
+	}
+	if cleaned.Load() != 11 {
+		t.Errorf("cleanups ran %d, want 11", cleaned.Load())
+	}
+	if r == nil || r.Err() == nil {
+		t.Errorf("run error not recorded")
+	}
+	if _, err := os.Stat(filepath.Join(out, "results.json")); err != nil {
+		t.Errorf("no results after a panic: %v", err)
+	}
 }
 
 func TestExecuteUsage(t *testing.T) {
@@ -272,7 +279,7 @@ func TestExecuteUsage(t *testing.T) {
 		want string
 	}{
 		{"unknown name", Options{Set: map[string]string{"bogus": "1"}}, "no parameter bogus (known: streams, rtt, mode)"},
-		{"bad value", Options{Set: map[string]string{"streams": "1 two"}}, `parameter streams="1 two": want integers`},
+		{"bad value", Options{Set: map[string]string{"streams": "1 two"}}, `parameter streams="1 two": want positive integers`},
 		{"bad duration", Options{Set: map[string]string{"rtt": "soon"}}, `parameter rtt="soon"`},
 		{"negative reps", Options{Reps: -1}, "--reps -1"},
 	} {

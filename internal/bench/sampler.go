@@ -52,8 +52,9 @@ func (s *Sampler) Start() {
 			select {
 			case <-s.quit:
 				return
-			case now := <-t.C:
+			case <-t.C:
 				v := s.counter()
+				now := time.Now() // when the counter was read, not when the tick was sent
 				dt := now.Sub(lastAt).Seconds()
 				if dt > 0 {
 					s.mu.Lock()
