@@ -235,7 +235,7 @@ func infoFrom(u *url.URL, resp *http.Response) Info {
 	}
 	in.ByteRanges = strings.Contains(h.Get("Accept-Ranges"), "bytes") || resp.StatusCode == http.StatusPartialContent
 	if resp.StatusCode == http.StatusPartialContent {
-		if _, _, total, ok := parseCR(h.Get("Content-Range")); ok {
+		if _, _, total, err := parseRangeResp([]byte(h.Get("Content-Range"))); err == nil {
 			in.Size = total
 		}
 	} else if resp.ContentLength >= 0 {
@@ -261,36 +261,6 @@ func infoFrom(u *url.URL, resp *http.Response) Info {
 	}
 	in.Alternates = parseLinks(u, h.Values("Link"))
 	return in
-}
-
-// parseContentRange reads "bytes a-b/N" (N may be "*": total -1).
-func parseCR(v string) (first, last, total int64, ok bool) {
-	rest, found := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
-	if !found {
-		return 0, 0, 0, false
-	}
-	rng, tot, found := strings.Cut(rest, "/")
-	if !found {
-		return 0, 0, 0, false
-	}
-	a, b, found := strings.Cut(rng, "-")
-	if !found {
-		return 0, 0, 0, false
-	}
-	first, err1 := strconv.ParseInt(a, 10, 64)
-	last, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || first < 0 || last < first {
-		return 0, 0, 0, false
-	}
-	total = -1
-	if tot != "*" {
-		n, err := strconv.ParseInt(tot, 10, 64)
-		if err != nil || n <= last {
-			return 0, 0, 0, false
-		}
-		total = n
-	}
-	return first, last, total, true
 }
 
 // Stat describes u with a HEAD (or PROPFIND when dir is set).
@@ -348,13 +318,13 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 	body := resp.Body
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		first, last, _, ok := parseCR(resp.Header.Get("Content-Range"))
-		if !ok || first != off || (n >= 0 && last-first+1 > n) {
+		first, got, _, err := parseRangeResp([]byte(resp.Header.Get("Content-Range")))
+		if err != nil || first != off || (n >= 0 && got > n) {
 			resp.Body.Close()
 			return nil, in, fmt.Errorf("GET %s: asked for %s, server sent Content-Range %q", u.Redacted(), hdr.Get("Range"), resp.Header.Get("Content-Range"))
 		}
 		if n < 0 {
-			n = last - first + 1
+			n = got
 		}
 	case http.StatusOK:
 		if ranged {
