@@ -619,14 +619,9 @@ func seededBytes(n int, seed uint64) []byte {
 // mustEqualBytes fails the test with the first differing offset.
 func mustEqualBytes(t *testing.T, what string, got, want []byte) {
 	t.Helper()
-	if bytes.Equal(got, want) {
-		return
+	if d := testserver.DiffBytes(got, want); d != "" {
+		t.Fatalf("%s: %s", what, d)
 	}
-	i := 0
-	for i < len(got) && i < len(want) && got[i] == want[i] {
-		i++
-	}
-	t.Fatalf("%s: got %d bytes, want %d; first difference at offset %d", what, len(got), len(want), i)
 }
 
 // mustReadFile reads a local file or fails.

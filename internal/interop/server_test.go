@@ -204,14 +204,9 @@ func readFile(t *testing.T, p string) []byte {
 // sameBytes reports the first difference between got and want.
 func sameBytes(t *testing.T, what string, got, want []byte) {
 	t.Helper()
-	if bytes.Equal(got, want) {
-		return
+	if d := testserver.DiffBytes(got, want); d != "" {
+		t.Errorf("%s: %s", what, d)
 	}
-	i := 0
-	for i < len(got) && i < len(want) && got[i] == want[i] {
-		i++
-	}
-	t.Errorf("%s: got %d bytes, want %d; first difference at offset %d", what, len(got), len(want), i)
 }
 
 // metricSum adds the values of the samples of metric whose label set

@@ -157,3 +157,17 @@ func (l *LogBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// DiffBytes describes how got differs from want ("" when equal): the
+// lengths and the first differing offset, which is what a failing test of
+// a transfer needs to say.
+func DiffBytes(got, want []byte) string {
+	if bytes.Equal(got, want) {
+		return ""
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Sprintf("got %d bytes, want %d; first difference at offset %d", len(got), len(want), i)
+}
