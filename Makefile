@@ -5,7 +5,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve bench-wan clean
+.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve clean
 
 all: build
 
@@ -57,12 +57,8 @@ bench-go:
 bench-serve: build
 	./scripts/bench-serve.sh
 
-## bench-wan: the client engine through `wanda wan` vs curl and xrdcp (see BENCHMARKS.md).
-bench-wan: build
-	./scripts/bench-wan.sh
-
 ## bench: the micro benchmarks, the scripts, and every experiment's full run (wanda bench all).
-bench: bench-go bench-serve bench-wan build
+bench: bench-go bench-serve build
 	./$(BIN) bench all
 
 ## bench-quick: every experiment's --quick preset (< 15 min on 2 cores).
