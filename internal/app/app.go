@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
@@ -39,6 +39,12 @@ type Server struct {
 	backends []*posix.Backend
 	handler  http.Handler
 	data     *httpserve.Handler
+	metrics  *metrics.HTTP
+	local    *fed.Local
+	fedCfg   config.Federation
+	url      string // advertised, set by Serve
+	joiner   *fed.Joiner
+	software string
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -50,6 +56,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	s := &Server{cfg: cfg.Server, log: log}
 	var exports []storage.Export
 	var rules []auth.ExportRule
+	var locals []fed.LocalExport
 	for _, e := range cfg.Server.Exports {
 		var store checksum.Store = &checksum.MemoryStore{}
 		if cfg.Server.Checksums.SidecarDir != "" {
@@ -67,13 +74,21 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		s.backends = append(s.backends, be)
 		exports = append(exports, storage.Export{Prefix: e.Prefix, Backend: be})
 		rules = append(rules, auth.ExportRule{Prefix: "/" + strings.Trim(e.Prefix, "/"), ReadOnly: e.ReadOnly})
+		locals = append(locals, fed.LocalExport{Prefix: e.Prefix, Dir: e.Path, ReadOnly: e.ReadOnly, Backend: be})
 	}
 	ns, err := storage.NewNamespace(exports...)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.fedCfg = cfg.Server.Federation
+	s.software = "wanda " + Version
+	if s.local, err = fed.NewLocal(locals, s.self); err != nil {
+		s.Close()
+		return nil, err
+	}
 	m := metrics.NewHTTP(reg, "server")
+	s.metrics = m
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	data := httpserve.New(httpserve.Options{
 		Namespace:   ns,
@@ -100,6 +115,10 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 			case "/healthz":
 				w.Header().Set("Content-Type", "text/plain")
 				_, _ = io.WriteString(w, "ok\n")
+				return
+			case "/api/v1/locate":
+				// The federation's cheap stat (docs/federation.md).
+				s.local.ServeHTTP(w, r)
 				return
 			}
 		}
@@ -136,34 +155,50 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Serve serves on ln until ctx is cancelled, then shuts down gracefully:
-// stop accepting, let in-flight requests finish for up to
-// shutdown_timeout, then close what remains.
+// leave the redirectors, stop accepting, let in-flight requests finish for
+// up to shutdown_timeout, then close what remains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	scheme := "http"
+	s.url = advertised(s.fedCfg.Advertise, s.http.TLSConfig != nil, ln)
 	if s.http.TLSConfig != nil {
-		scheme = "https"
 		ln = tls.NewListener(ln, s.http.TLSConfig)
 	}
-	s.log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "exports", len(s.backends))
-	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+	s.log.Info("serving", "url", s.url, "exports", len(s.backends))
+	if len(s.fedCfg.Join) > 0 {
+		s.joiner = fed.StartJoiner(fed.JoinOptions{
+			Parents: s.fedCfg.Join, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,
+			Self: s.self, Log: s.log.With("component", "join"),
+		})
 	}
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	err := s.http.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		s.log.Warn("in-flight requests did not finish in time; closing their connections")
-		err = s.http.Close()
-	}
-	<-errc
+	err := serveHTTP(ctx, s.log, s.http, ln, s.cfg.ShutdownTimeout, func(sctx context.Context) {
+		if s.joiner != nil {
+			// Leave first: redirectors stop sending clients here.
+			s.joiner.Stop(sctx)
+		}
+	})
 	// Unfinished parallel uploads: their temp files go.
 	s.data.Close()
 	return err
+}
+
+// URL is the advertised URL (known once Serve has started).
+func (s *Server) URL() string { return s.url }
+
+// self describes this server to its redirectors.
+func (s *Server) self() fed.Member {
+	id := s.fedCfg.ID
+	if id == "" {
+		id = s.url
+	}
+	free, total := fed.DiskSpace(s.local.WritableDirs())
+	return fed.Member{
+		ID: id, Instance: instance, Role: fed.RoleServer, URL: s.url, Exports: s.local.Exports(),
+		Labels: s.fedCfg.Labels, Priority: s.fedCfg.Priority, Software: s.software,
+		Load: fed.Load{
+			Active:      int64(metrics.Value(s.metrics.InFlight)),
+			Connections: int64(metrics.Value(s.metrics.Connections)),
+			FreeBytes:   free, TotalBytes: total,
+		},
+	}
 }
 
 // Close releases the export directories.

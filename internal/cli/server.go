@@ -16,6 +16,7 @@ func newServerCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat string
 		exports, exportsRO                   []string
+		ff                                   fedFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -26,7 +27,10 @@ func newServerCmd() *cobra.Command {
   wanda server --config /etc/wanda/server.yaml
 
 Flags override the config file; --export adds to its exports.
-/metrics (Prometheus) and /healthz are served on the same port.`,
+/metrics (Prometheus) and /healthz are served on the same port.
+--join URL makes it a member of a redirector (docs/federation.md):
+
+  wanda server --export /store=/data/cms/store --join http://redirector:1095 --label site=A`,
 		Args: nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -53,6 +57,10 @@ Flags override the config file; --export adds to its exports.
 			if cmd.Flags().Changed("listen") {
 				cfg.Server.Listen = listen
 			}
+			fc := &cfg.Server.Federation
+			if err := ff.apply(cmd, &fc.Join, &fc.Advertise, &fc.ID, &fc.Labels, &fc.Priority, &fc.Token); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = logLevel
 			}
@@ -62,6 +70,7 @@ Flags override the config file; --export adds to its exports.
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			app.Version = Version
 			log := app.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
 			if err != nil {
@@ -82,6 +91,7 @@ Flags override the config file; --export adds to its exports.
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	ff.add(cmd)
 	return cmd
 }
 

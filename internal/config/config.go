@@ -16,8 +16,9 @@ import (
 
 // Config is a whole configuration file.
 type Config struct {
-	Server Server `yaml:"server"`
-	Log    Log    `yaml:"log"`
+	Server     Server     `yaml:"server"`
+	Redirector Redirector `yaml:"redirector"`
+	Log        Log        `yaml:"log"`
 }
 
 // Server is the data server role.
@@ -35,6 +36,8 @@ type Server struct {
 	// ShutdownTimeout bounds how long in-flight requests may run after
 	// SIGINT/SIGTERM before connections are closed.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Federation joins redirectors (docs/federation.md).
+	Federation Federation `yaml:"federation"`
 }
 
 // Export is one logical prefix served from one local directory.
@@ -109,8 +112,10 @@ func Default() Config {
 			},
 			Checksums:       Checksums{OnWrite: []string{"adler32"}},
 			ShutdownTimeout: 30 * time.Second,
+			Federation:      Federation{Heartbeat: 5 * time.Second},
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Redirector: DefaultRedirector(),
+		Log:        Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -176,17 +181,24 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("server.checksums.on_write[%d]: unknown algorithm %q (adler32, crc32c, md5, sha256)", i, a))
 		}
 	}
-	switch c.Log.Level {
+	errs = append(errs, validateFederation(s.Federation, "server.federation")...)
+	errs = append(errs, c.Log.validate()...)
+	return errors.Join(errs...)
+}
+
+func (l Log) validate() []error {
+	var errs []error
+	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", c.Log.Level))
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level))
 	}
-	switch c.Log.Format {
+	switch l.Format {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", l.Format))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func knownAlg(a string) bool {

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // HTTP are the metrics of an HTTP front-end.
@@ -48,4 +49,13 @@ func NewHTTP(reg prometheus.Registerer, role string) *HTTP {
 	}
 	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.Errors)
 	return m
+}
+
+// Value reads a gauge's current value (for load reports to redirectors).
+func Value(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetGauge().GetValue()
 }

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/redirector"
+)
+
+// Redirector is the redirector role: the federation API and redirects,
+// /metrics and /healthz on one port.
+type Redirector struct {
+	cfg config.Redirector
+	log *slog.Logger
+	reg *prometheus.Registry
+	tls *tls.Config
+	rd  *redirector.Redirector
+	url string
+}
+
+// NewRedirector checks the configuration and loads TLS material; the
+// redirector itself starts in Serve, once its address is known.
+func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*Redirector, error) {
+	if err := cfg.ValidateRedirector(); err != nil {
+		return nil, err
+	}
+	r := &Redirector{cfg: cfg.Redirector, log: log, reg: reg}
+	if cfg.Redirector.TLS.Enabled() {
+		cert, err := tls.LoadX509KeyPair(cfg.Redirector.TLS.Cert, cfg.Redirector.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("redirector.tls: %w", err)
+		}
+		r.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return r, nil
+}
+
+// Core is the running redirector (nil before Serve).
+func (r *Redirector) Core() *redirector.Redirector { return r.rd }
+
+// Serve runs the redirector on ln until ctx ends; then it leaves its
+// parents and shuts down like a server.
+func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
+	c := r.cfg
+	r.url = advertised(c.Advertise, r.tls != nil, ln)
+	var static []fed.Member
+	for _, m := range c.Members {
+		var ex []fed.Export
+		for _, e := range m.Exports {
+			ex = append(ex, fed.Export{Prefix: e.Prefix, ReadOnly: e.ReadOnly})
+		}
+		static = append(static, fed.Member{URL: m.URL, Exports: ex, Labels: m.Labels, Priority: m.Priority})
+	}
+	rd, err := redirector.New(redirector.Options{
+		ID: c.ID, URL: r.url, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
+		Labels: c.Labels, Priority: c.Priority, Heartbeat: c.Heartbeat, MissLimit: c.MissLimit,
+		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow,
+		PositiveTTL: c.PositiveTTL, NegativeTTL: c.NegativeTTL, CacheEntries: c.CacheEntries,
+		Select: c.Select, Prefer: c.Prefer, WriteSelect: c.WriteSelect, Static: static,
+		Software: "wanda " + Version, Log: r.log, Registry: r.reg,
+	})
+	if err != nil {
+		return err
+	}
+	r.rd = rd
+	m := metrics.NewHTTP(r.reg, "redirector")
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metricsH := promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+	api := httpserve.Middleware(rd.Handler(), r.log.With("component", "access"), m)
+	mux := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet || req.Method == http.MethodHead {
+			switch req.URL.Path {
+			case "/metrics":
+				metricsH.ServeHTTP(w, req)
+				return
+			case "/healthz":
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok\n")
+				return
+			}
+		}
+		api.ServeHTTP(w, req)
+	})
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: config.Default().Server.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       config.Default().Server.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(r.log.With("component", "net/http").Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				m.Connections.Inc()
+			case http.StateClosed, http.StateHijacked:
+				m.Connections.Dec()
+			}
+		},
+	}
+	if r.tls != nil {
+		ln = tls.NewListener(ln, r.tls)
+	}
+	rd.Start()
+	r.log.Info("redirector serving", "url", r.url, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static))
+	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
+}
+
+// URL is the advertised URL (known once Serve has started).
+func (r *Redirector) URL() string { return r.url }

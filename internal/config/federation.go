@@ -1,0 +1,179 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/fed"
+)
+
+// Federation is a member's side of membership (server.federation).
+type Federation struct {
+	// Join lists redirector URLs to join (heartbeats to each).
+	Join []string `yaml:"join"`
+	// Advertise is the URL clients are redirected to, e.g.
+	// "https://data.site.org:1094"; empty derives it from the listening
+	// address (use it when listening on 0.0.0.0 or behind NAT).
+	Advertise string `yaml:"advertise"`
+	// ID names the member; empty uses the advertised URL.
+	ID string `yaml:"id"`
+	// Labels are key=value pairs for selection (site, region, ...).
+	Labels map[string]string `yaml:"labels"`
+	// Priority orders replicas: lower is preferred.
+	Priority int `yaml:"priority"`
+	// Token is sent as a Bearer token on heartbeats (the redirector's
+	// redirector.token).
+	Token string `yaml:"token"`
+	// Heartbeat is the interval until a redirector says otherwise.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+}
+
+// Redirector is the redirector role.
+type Redirector struct {
+	// Listen is the address for HTTP(S).
+	Listen string `yaml:"listen"`
+	// Advertise, ID, Labels, Priority, Join: as in server.federation, for
+	// a redirector that joins parent redirectors (hierarchy).
+	Advertise string            `yaml:"advertise"`
+	ID        string            `yaml:"id"`
+	Labels    map[string]string `yaml:"labels"`
+	Priority  int               `yaml:"priority"`
+	Join      []string          `yaml:"join"`
+	// Token is required from members (Bearer) and sent to parents. Empty:
+	// only loopback members may join.
+	Token string `yaml:"token"`
+	// AdminToken is required by the admin API. Empty: loopback only.
+	AdminToken string `yaml:"admin_token"`
+	// Heartbeat is the interval members are told to use; a member is
+	// dropped after MissLimit intervals without one.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	MissLimit int           `yaml:"miss_limit"`
+	// LookupTimeout bounds a lookup; clients get 503 + Retry-After after it.
+	LookupTimeout time.Duration `yaml:"lookup_timeout"`
+	// AlternatesWindow is how long to wait for more replicas after the
+	// first positive answer (they become Link alternates).
+	AlternatesWindow time.Duration `yaml:"alternates_window"`
+	// PositiveTTL and NegativeTTL are the location cache lifetimes.
+	PositiveTTL time.Duration `yaml:"positive_ttl"`
+	NegativeTTL time.Duration `yaml:"negative_ttl"`
+	// CacheEntries bounds the location cache.
+	CacheEntries int `yaml:"cache_entries"`
+	// Select orders read replicas: load, space, round-robin or random.
+	Select string `yaml:"select"`
+	// Prefer lists label=value pairs; replicas of members carrying more of
+	// them come first (before Select).
+	Prefer []string `yaml:"prefer"`
+	// WriteSelect picks write targets: space (free bytes per transfer in
+	// progress) or load (fewest transfers).
+	WriteSelect string `yaml:"write_select"`
+	// Members are static members: HTTP servers that send no heartbeats
+	// (any WebDAV server, XRootD's XrdHttp, nginx), asked with HEAD.
+	Members []StaticMember `yaml:"members"`
+	// TLS enables HTTPS.
+	TLS TLS `yaml:"tls"`
+	// ShutdownTimeout bounds in-flight requests at shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// StaticMember is a member configured by hand.
+type StaticMember struct {
+	URL      string            `yaml:"url"`
+	Exports  []Export          `yaml:"exports"` // prefix and read_only; path unused
+	Labels   map[string]string `yaml:"labels"`
+	Priority int               `yaml:"priority"`
+}
+
+// DefaultRedirector is the redirector section's defaults.
+func DefaultRedirector() Redirector {
+	return Redirector{
+		Listen:           "127.0.0.1:1095",
+		Heartbeat:        5 * time.Second,
+		MissLimit:        3,
+		LookupTimeout:    2 * time.Second,
+		AlternatesWindow: 5 * time.Millisecond,
+		PositiveTTL:      5 * time.Minute,
+		NegativeTTL:      10 * time.Second,
+		CacheEntries:     1 << 20,
+		Select:           "load",
+		WriteSelect:      "space",
+		ShutdownTimeout:  30 * time.Second,
+	}
+}
+
+func validateFederation(f Federation, key string) []error {
+	var errs []error
+	for i, j := range f.Join {
+		if err := fed.CheckBaseURL(j); err != nil {
+			errs = append(errs, fmt.Errorf("%s.join[%d]: %w", key, i, err))
+		}
+	}
+	if f.Advertise != "" {
+		if err := fed.CheckBaseURL(f.Advertise); err != nil {
+			errs = append(errs, fmt.Errorf("%s.advertise: %w", key, err))
+		}
+	}
+	if f.Heartbeat < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s.heartbeat: %v is under 100ms", key, f.Heartbeat))
+	}
+	return errs
+}
+
+// ValidateRedirector checks the redirector section and the log section.
+func (c Config) ValidateRedirector() error {
+	r := c.Redirector
+	errs := validateFederation(Federation{Join: r.Join, Advertise: r.Advertise, Heartbeat: r.Heartbeat}, "redirector")
+	if r.Listen == "" {
+		errs = append(errs, errors.New("redirector.listen: empty"))
+	}
+	if r.MissLimit < 1 {
+		errs = append(errs, errors.New("redirector.miss_limit: must be at least 1"))
+	}
+	if r.LookupTimeout < 10*time.Millisecond {
+		errs = append(errs, errors.New("redirector.lookup_timeout: must be at least 10ms"))
+	}
+	if r.AlternatesWindow < 0 || r.AlternatesWindow >= r.LookupTimeout {
+		errs = append(errs, errors.New("redirector.alternates_window: must be at least 0 and under lookup_timeout"))
+	}
+	if r.PositiveTTL < 0 || r.NegativeTTL < 0 {
+		errs = append(errs, errors.New("redirector.positive_ttl, negative_ttl: must not be negative (0 turns caching off)"))
+	}
+	if r.CacheEntries < 1 {
+		errs = append(errs, errors.New("redirector.cache_entries: must be at least 1"))
+	}
+	switch r.Select {
+	case "load", "space", "round-robin", "random":
+	default:
+		errs = append(errs, fmt.Errorf("redirector.select: %q is not load, space, round-robin or random", r.Select))
+	}
+	switch r.WriteSelect {
+	case "load", "space":
+	default:
+		errs = append(errs, fmt.Errorf("redirector.write_select: %q is not space or load", r.WriteSelect))
+	}
+	for i, p := range r.Prefer {
+		if k, _, ok := strings.Cut(p, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("redirector.prefer[%d]: %q is not label=value", i, p))
+		}
+	}
+	for i, m := range r.Members {
+		key := fmt.Sprintf("redirector.members[%d]", i)
+		if err := fed.CheckBaseURL(m.URL); err != nil {
+			errs = append(errs, fmt.Errorf("%s.url: %w", key, err))
+		}
+		if len(m.Exports) == 0 {
+			errs = append(errs, fmt.Errorf("%s.exports: none", key))
+		}
+		for j, e := range m.Exports {
+			if _, err := fed.CleanPrefix(e.Prefix); err != nil {
+				errs = append(errs, fmt.Errorf("%s.exports[%d]: %w", key, j, err))
+			}
+		}
+	}
+	if (r.TLS.Cert == "") != (r.TLS.Key == "") {
+		errs = append(errs, errors.New("redirector.tls: give both cert and key"))
+	}
+	errs = append(errs, c.Log.validate()...)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,341 @@
+// Package fed is the federation protocol: the messages members (servers,
+// caches, child redirectors) and redirectors exchange, as versioned JSON
+// over HTTP(S), and the member side of it (heartbeats, the locate answer
+// of a data server). docs/federation.md is the user's description.
+//
+// Endpoints (all under /api/v1/, JSON bodies, "version": "wanda.fed/v1"):
+//
+//	POST   /api/v1/members          a member's heartbeat (Member) -> HeartbeatReply
+//	DELETE /api/v1/members?id=ID    a member leaves (graceful shutdown)
+//	GET    /api/v1/members          the members a redirector knows ([]MemberStatus)
+//	GET    /api/v1/locate?path=P    where P is (Located); servers and redirectors
+//	GET    /api/v1/topology         the tree below a redirector (Node)
+//	POST   /api/v1/admin/{drain,undrain,remove,add}   admin actions (AdminRequest)
+//
+// Why by hand: no library speaks this; the messages are a handful of
+// structs and encoding/json with size limits and strict decoding is all
+// they need.
+package fed
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Version names this protocol. A message with another version is refused
+// with an error that names both.
+const Version = "wanda.fed/v1"
+
+// MaxBody bounds every protocol message a peer sends us.
+const MaxBody = 1 << 20
+
+// Roles of members.
+const (
+	RoleServer     = "server"
+	RoleRedirector = "redirector"
+	RoleCache      = "cache"
+)
+
+// Member is what a member tells a redirector in each heartbeat. The first
+// heartbeat joins; every later one refreshes; they are idempotent, so a
+// restarted redirector learns a member again from its next heartbeat.
+type Member struct {
+	Version string `json:"version"`
+	// ID names the member across restarts: its advertised URL unless
+	// configured otherwise.
+	ID string `json:"id"`
+	// Instance changes at every start of the member's process, so a
+	// redirector sees a restart (and forgets what it cached about it).
+	Instance string `json:"instance"`
+	Role     string `json:"role"`
+	// URL is where clients are sent: scheme://host:port, no path.
+	URL string `json:"url"`
+	// Exports are the logical prefixes the member serves; for a
+	// redirector, the union of its members' (writable if any is).
+	Exports []Export `json:"exports"`
+	// Labels are free key=value pairs (site, region, ...) used by
+	// selection policies; Priority orders replicas (lower first).
+	Labels   map[string]string `json:"labels,omitempty"`
+	Priority int               `json:"priority,omitempty"`
+	Load     Load              `json:"load"`
+	Software string            `json:"software,omitempty"`
+	// Drained is the member's own record of an admin drain, sent back so
+	// that a restarted redirector keeps it.
+	Drained bool `json:"drained,omitempty"`
+}
+
+// Export is one logical prefix of a member.
+type Export struct {
+	Prefix   string `json:"prefix"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Load is a member's current load and space.
+type Load struct {
+	// Active is the number of requests in progress; Connections the open
+	// client connections.
+	Active      int64 `json:"active"`
+	Connections int64 `json:"connections"`
+	// FreeBytes and TotalBytes are summed over writable exports.
+	FreeBytes  int64 `json:"free_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
+	// Members counts live members below a redirector.
+	Members int `json:"members,omitempty"`
+}
+
+// HeartbeatReply is a redirector's answer to a heartbeat.
+type HeartbeatReply struct {
+	Version string `json:"version"`
+	// Redirector is the answering redirector's ID.
+	Redirector string `json:"redirector"`
+	// IntervalMS is the heartbeat interval the redirector expects; a
+	// member adopts it. A member missing MissLimit heartbeats is dropped.
+	IntervalMS int64 `json:"interval_ms"`
+	MissLimit  int   `json:"miss_limit"`
+	// Drained tells the member an admin drained (or undrained) it.
+	Drained bool `json:"drained"`
+	// Removed tells the member an admin removed it: it stops sending
+	// heartbeats to this redirector until it restarts.
+	Removed bool `json:"removed,omitempty"`
+}
+
+// Interval is IntervalMS as a duration.
+func (r HeartbeatReply) Interval() time.Duration {
+	return time.Duration(r.IntervalMS) * time.Millisecond
+}
+
+// Locate outcomes.
+const (
+	Found       = "found"
+	NotFound    = "not_found"
+	Unavailable = "unavailable" // nobody who might have it answered in time
+)
+
+// Located answers GET /api/v1/locate.
+type Located struct {
+	Version  string    `json:"version"`
+	Path     string    `json:"path"`
+	Status   string    `json:"status"`
+	Replicas []Replica `json:"replicas,omitempty"`
+	// Errors names the members that did not answer, for the user.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Replica is one copy of a logical file on one data member.
+type Replica struct {
+	// URL is the full data URL of the file (member URL + logical path).
+	URL string `json:"url"`
+	// Member is the ID of the member that holds it.
+	Member string `json:"member"`
+	// Via lists the redirectors the answer came through, nearest last.
+	Via []string `json:"via,omitempty"`
+	// LocalPath is where the member keeps it (its namespace mapping).
+	LocalPath string            `json:"local_path,omitempty"`
+	Size      int64             `json:"size"`
+	ModTime   time.Time         `json:"mtime"`
+	IsDir     bool              `json:"is_dir,omitempty"`
+	Writable  bool              `json:"writable,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Priority  int               `json:"priority,omitempty"`
+	Load      Load              `json:"load"`
+}
+
+// Locate query parameters.
+const (
+	// ParamPath is the logical path.
+	ParamPath = "path"
+	// ParamHops is how many more redirector levels the query may cross.
+	ParamHops = "hops"
+	// ParamVisited lists the redirector IDs the query went through.
+	ParamVisited = "visited"
+	// ParamScope is "down" (a parent asking: never escalate upward),
+	// "up" (a child escalating) or empty (a user: may escalate).
+	ParamScope = "scope"
+	// ParamAll asks for every replica (wait for every answer).
+	ParamAll = "all"
+	// ParamTried lists hosts (host:port) the client failed with.
+	ParamTried = "tried"
+)
+
+// Scopes of a locate query.
+const (
+	ScopeDown = "down"
+	ScopeUp   = "up"
+)
+
+// DefaultHops bounds a query's path through the hierarchy.
+const DefaultHops = 8
+
+// MemberStatus is a redirector's view of one member.
+type MemberStatus struct {
+	Member
+	LastSeen  time.Time `json:"last_seen"`
+	Healthy   bool      `json:"healthy"`
+	Static    bool      `json:"static,omitempty"`
+	Removed   bool      `json:"removed,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Node is one redirector or member in GET /api/v1/topology.
+type Node struct {
+	Version  string            `json:"version,omitempty"`
+	ID       string            `json:"id"`
+	Role     string            `json:"role"`
+	URL      string            `json:"url"`
+	Healthy  bool              `json:"healthy"`
+	Drained  bool              `json:"drained,omitempty"`
+	Static   bool              `json:"static,omitempty"`
+	AgeMS    int64             `json:"last_seen_ms_ago"`
+	Exports  []Export          `json:"exports,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Load     Load              `json:"load"`
+	Error    string            `json:"error,omitempty"`
+	Children []Node            `json:"children,omitempty"`
+}
+
+// AdminRequest is the body of POST /api/v1/admin/{drain,undrain,remove,add}.
+// Member is a member's ID or URL; Add also takes the static member's
+// description (a server that sends no heartbeats, probed with HEAD).
+type AdminRequest struct {
+	Version string  `json:"version"`
+	Member  string  `json:"member"`
+	Add     *Member `json:"add,omitempty"`
+}
+
+// Error is the JSON body of every protocol error answer.
+type Error struct {
+	Version string `json:"version"`
+	Error   string `json:"error"`
+}
+
+// Decode reads one JSON message of at most MaxBody bytes into v, refusing
+// unknown fields, trailing data and another protocol version (the
+// version field is checked when v has one).
+func Decode(r io.Reader, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
+	if err != nil {
+		return fmt.Errorf("reading message: %w", err)
+	}
+	if len(b) > MaxBody {
+		return fmt.Errorf("message larger than %d bytes", MaxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad message: %w", err)
+	}
+	if dec.More() {
+		return errors.New("bad message: trailing data after the JSON value")
+	}
+	if ver := versionOf(v); ver != Version {
+		return fmt.Errorf("protocol version %q, this redirector speaks %q", ver, Version)
+	}
+	return nil
+}
+
+func versionOf(v any) string {
+	switch m := v.(type) {
+	case *Member:
+		return m.Version
+	case *HeartbeatReply:
+		return m.Version
+	case *Located:
+		return m.Version
+	case *AdminRequest:
+		return m.Version
+	case *Node:
+		return m.Version
+	}
+	return Version
+}
+
+// Validate checks a member's heartbeat: an ID, a known role, an absolute
+// http(s) URL without path, query or user info, and clean prefixes.
+func (m *Member) Validate() error {
+	var errs []error
+	if m.ID == "" || len(m.ID) > 512 {
+		errs = append(errs, errors.New("id: empty or longer than 512 bytes"))
+	}
+	switch m.Role {
+	case RoleServer, RoleRedirector, RoleCache:
+	default:
+		errs = append(errs, fmt.Errorf("role %q: want server, redirector or cache", m.Role))
+	}
+	if err := CheckBaseURL(m.URL); err != nil {
+		errs = append(errs, err)
+	}
+	// A redirector whose members all left exports nothing for a while.
+	if (len(m.Exports) == 0 && m.Role != RoleRedirector) || len(m.Exports) > 1024 {
+		errs = append(errs, fmt.Errorf("exports: %d given, want 1 to 1024", len(m.Exports)))
+	}
+	for i, e := range m.Exports {
+		if _, err := CleanPrefix(e.Prefix); err != nil {
+			errs = append(errs, fmt.Errorf("exports[%d]: %w", i, err))
+		}
+	}
+	if len(m.Labels) > 64 {
+		errs = append(errs, errors.New("labels: more than 64"))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckBaseURL accepts http(s)://host[:port] with nothing after it.
+func CheckBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("url %q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("url %q: want http(s)://host:port with no path, query or user", s)
+	}
+	return nil
+}
+
+// CleanPrefix returns a prefix in canonical form ("/store/mc", or "/" for
+// everything), refusing "..", "." and empty segments inside, and control
+// characters.
+func CleanPrefix(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") || len(p) > 4096 {
+		return "", fmt.Errorf("prefix %q: must start with / and be at most 4096 bytes", p)
+	}
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return "/", nil
+	}
+	for _, seg := range strings.Split(t, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsFunc(seg, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return "", fmt.Errorf("prefix %q: bad segment %q", p, seg)
+		}
+	}
+	return "/" + t, nil
+}
+
+// Covers reports whether the logical path p (clean, leading slash) is at or
+// below prefix (as from CleanPrefix).
+func Covers(prefix, p string) bool {
+	return prefix == "/" || p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// BaseURL returns u (a member URL) in canonical form, without a trailing slash.
+func BaseURL(u string) string { return strings.TrimRight(u, "/") }
+
+// FileURL joins a member's base URL and a clean logical path, escaping it.
+func FileURL(base, logical string) string {
+	return BaseURL(base) + (&url.URL{Path: logical}).EscapedPath()
+}
+
+// HostOf returns the host:port of a URL, "" if it has none.
+func HostOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}

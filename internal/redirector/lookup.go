@@ -1,0 +1,364 @@
+package redirector
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/fed"
+)
+
+// instance identifies this process to parents (a restart is a new one).
+var instance = func() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+// Query is one locate request.
+type Query struct {
+	// Path is the clean logical path ("/store/a").
+	Path string
+	// Scope is "" (a client: may escalate), fed.ScopeDown or fed.ScopeUp.
+	Scope string
+	// Hops left; Visited redirector IDs (loop guard).
+	Hops    int
+	Visited []string
+	// Tried hosts (host:port) the client failed with.
+	Tried map[string]bool
+	// All waits for every answer and asks the parents too (wanda locate).
+	All bool
+}
+
+// Result is a lookup's outcome.
+type Result struct {
+	Status   string // fed.Found, fed.NotFound, fed.Unavailable
+	Replicas []fed.Replica
+	Errors   []string
+	Cached   bool
+}
+
+// Locate finds the replicas of q.Path.
+func (r *Redirector) Locate(ctx context.Context, q Query) Result {
+	start := r.now()
+	res := r.locate(ctx, q)
+	r.met.observe(res, r.now().Sub(start))
+	return res
+}
+
+func (r *Redirector) locate(ctx context.Context, q Query) Result {
+	if q.Hops <= 0 {
+		q.Hops = fed.DefaultHops
+	}
+	if slices.Contains(q.Visited, r.opts.ID) {
+		// A loop: this redirector already took part; it adds nothing.
+		return Result{Status: fed.NotFound}
+	}
+	if !q.All {
+		_, _, gen := r.reg.candidates(q.Path, nil, false)
+		if len(q.Tried) > 0 {
+			r.cache.dropHosts(q.Path, q.Tried)
+		}
+		if reps, neg := r.cache.get(q.Path, gen); len(reps) > 0 {
+			return Result{Status: fed.Found, Replicas: plain(reps), Cached: true}
+		} else if neg {
+			return Result{Status: fed.NotFound, Cached: true}
+		}
+	}
+	// Concurrent lookups of one path collapse into one; the lookup runs on
+	// its own clock so that one impatient client does not fail the others.
+	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried)
+	ch := r.sf.DoChan(key, func() (any, error) {
+		// Not cancelled when resolve returns: members that answer after
+		// the first replica still fill the cache, until the timeout.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.LookupTimeout)
+		time.AfterFunc(r.opts.LookupTimeout, cancel)
+		return r.resolve(lctx, q), nil
+	})
+	select {
+	case v := <-ch:
+		return v.Val.(Result)
+	case <-ctx.Done():
+		return Result{Status: fed.Unavailable, Errors: []string{"client gave up: " + ctx.Err().Error()}}
+	}
+}
+
+func triedKey(t map[string]bool) string {
+	var hs []string
+	for h := range t {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	return strings.Join(hs, ",")
+}
+
+func plain(cs []cached) []fed.Replica {
+	out := make([]fed.Replica, len(cs))
+	for i, c := range cs {
+		out[i] = c.Replica
+	}
+	return out
+}
+
+// answer is one member's reply to a lookup.
+type answer struct {
+	from string // member ID, or the parent URL
+	loc  fed.Located
+	err  error
+}
+
+// resolve asks the candidates in parallel and, on a miss, the parents.
+func (r *Redirector) resolve(ctx context.Context, q Query) Result {
+	cands, excluded, gen := r.reg.candidates(q.Path, q.Visited, false)
+	var pos []cached
+	var errs []string
+	unknown := false
+	if len(cands) > 0 {
+		pos, errs, unknown = r.askMembers(ctx, q, cands)
+	}
+	pos = dropTried(pos, q.Tried)
+	escalate := len(r.opts.Parents) > 0 && q.Scope != fed.ScopeDown && q.Hops > 1 && (len(pos) == 0 || q.All)
+	parentMiss := true
+	if escalate {
+		ppos, perrs, punknown := r.askParents(ctx, q)
+		pos = append(pos, dropTried(ppos, q.Tried)...)
+		errs = append(errs, perrs...)
+		unknown = unknown || punknown
+		parentMiss = len(ppos) == 0 && !punknown
+	}
+	switch {
+	case len(pos) > 0:
+		return Result{Status: fed.Found, Replicas: plain(pos), Errors: errs}
+	case unknown:
+		return Result{Status: fed.Unavailable, Errors: errs}
+	}
+	// A complete "no": every member that might have it said so, and the
+	// hierarchy above too. Cached only when nobody was left out.
+	if !excluded && len(q.Tried) == 0 && (!escalate || parentMiss) {
+		r.cache.putMissing(q.Path, gen)
+	}
+	return Result{Status: fed.NotFound, Errors: errs}
+}
+
+func dropTried(reps []cached, tried map[string]bool) []cached {
+	if len(tried) == 0 {
+		return reps
+	}
+	return slices.DeleteFunc(reps, func(c cached) bool { return tried[fed.HostOf(c.URL)] })
+}
+
+// askMembers queries cands in parallel. It returns when every candidate
+// answered, or Window after the first positive answer, or at ctx's end.
+// Answers that arrive later still go into the cache.
+func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate) (pos []cached, errs []string, unknown bool) {
+	answers := make(chan answer, len(cands))
+	for _, c := range cands {
+		go func() {
+			loc, err := r.ask(ctx, c, q)
+			answers <- answer{from: c.ID, loc: loc, err: err}
+		}()
+	}
+	var window <-chan time.Time
+	pending := len(cands)
+	take := func(a answer) {
+		pending--
+		switch {
+		case a.err != nil:
+			errs = append(errs, fmt.Sprintf("%s: %v", a.from, a.err))
+			unknown = true
+		case a.loc.Status == fed.Found:
+			for _, rep := range a.loc.Replicas {
+				pos = append(pos, cached{Replica: rep, from: a.from})
+			}
+		case a.loc.Status == fed.Unavailable:
+			unknown = true
+			errs = append(errs, a.loc.Errors...)
+		}
+	}
+loop:
+	for pending > 0 {
+		select {
+		case a := <-answers:
+			take(a)
+			if len(pos) > 0 && window == nil && !q.All {
+				t := time.NewTimer(r.opts.Window)
+				defer t.Stop()
+				window = t.C
+			}
+		case <-window:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	if pending > 0 && len(pos) == 0 {
+		unknown = true
+		errs = append(errs, fmt.Sprintf("%d member(s) did not answer in %v", pending, r.opts.LookupTimeout))
+	}
+	if len(pos) > 0 {
+		r.cache.putFound(q.Path, pos)
+	}
+	if pending > 0 {
+		// Late positives become alternates for the next client.
+		go func(n int) {
+			for ; n > 0; n-- {
+				select {
+				case a := <-answers:
+					if a.err == nil && a.loc.Status == fed.Found {
+						var late []cached
+						for _, rep := range a.loc.Replicas {
+							late = append(late, cached{Replica: rep, from: a.from})
+						}
+						r.cache.putFound(q.Path, late)
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}(pending)
+	}
+	return pos, errs, unknown
+}
+
+// askParents escalates a miss to the parent redirectors, in parallel.
+func (r *Redirector) askParents(ctx context.Context, q Query) (pos []cached, errs []string, unknown bool) {
+	answers := make(chan answer, len(r.opts.Parents))
+	sub := q
+	sub.Scope = fed.ScopeUp
+	sub.Hops = q.Hops - 1
+	sub.Visited = append(slices.Clip(q.Visited), r.opts.ID)
+	for _, p := range r.opts.Parents {
+		go func() {
+			loc, err := r.fetchLocate(ctx, p, sub)
+			answers <- answer{from: p, loc: loc, err: err}
+		}()
+	}
+	for range r.opts.Parents {
+		select {
+		case a := <-answers:
+			switch {
+			case a.err != nil:
+				errs = append(errs, fmt.Sprintf("parent %s: %v", a.from, a.err))
+				unknown = true
+			case a.loc.Status == fed.Found:
+				for _, rep := range a.loc.Replicas {
+					pos = append(pos, cached{Replica: rep, from: ""})
+				}
+			case a.loc.Status == fed.Unavailable:
+				unknown = true
+				errs = append(errs, a.loc.Errors...)
+			}
+		case <-ctx.Done():
+			return pos, append(errs, "parent redirector did not answer in time"), len(pos) == 0
+		}
+	}
+	if len(pos) > 0 {
+		r.cache.putFound(q.Path, pos)
+	}
+	return pos, errs, unknown
+}
+
+// ask queries one member: the locate API of a wanda member, HEAD of a
+// static one.
+func (r *Redirector) ask(ctx context.Context, c candidate, q Query) (fed.Located, error) {
+	if c.static {
+		loc, err := r.probe(ctx, c, q.Path)
+		r.reg.setHealth(c.ID, err)
+		return loc, err
+	}
+	sub := q
+	sub.Scope = fed.ScopeDown
+	sub.Hops = q.Hops - 1
+	sub.Visited = append(slices.Clip(q.Visited), r.opts.ID)
+	sub.Tried = nil
+	return r.fetchLocate(ctx, c.URL, sub)
+}
+
+// fetchLocate asks base's locate API.
+func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed.Located, error) {
+	v := url.Values{}
+	v.Set(fed.ParamPath, q.Path)
+	if q.Scope != "" {
+		v.Set(fed.ParamScope, q.Scope)
+	}
+	v.Set(fed.ParamHops, strconv.Itoa(q.Hops))
+	if len(q.Visited) > 0 {
+		v.Set(fed.ParamVisited, strings.Join(q.Visited, ","))
+	}
+	if q.All {
+		v.Set(fed.ParamAll, "1")
+	}
+	if len(q.Tried) > 0 {
+		v.Set(fed.ParamTried, triedKey(q.Tried))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fed.BaseURL(base)+"/api/v1/locate?"+v.Encode(), nil)
+	if err != nil {
+		return fed.Located{}, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fed.Located{}, shortErr(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e fed.Error
+		_ = fed.Decode(resp.Body, &e)
+		return fed.Located{}, fmt.Errorf("locate answered %s %s", resp.Status, e.Error)
+	}
+	var loc fed.Located
+	if err := fed.Decode(resp.Body, &loc); err != nil {
+		return fed.Located{}, err
+	}
+	switch loc.Status {
+	case fed.Found, fed.NotFound, fed.Unavailable:
+	default:
+		return fed.Located{}, fmt.Errorf("locate answered status %q", loc.Status)
+	}
+	for _, rep := range loc.Replicas {
+		if u, err := url.Parse(rep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fed.Located{}, fmt.Errorf("locate answered a bad replica URL %q", rep.URL)
+		}
+	}
+	return loc, nil
+}
+
+// probe asks a static member with HEAD.
+func (r *Redirector) probe(ctx context.Context, c candidate, path string) (fed.Located, error) {
+	u := fed.FileURL(c.URL, path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	if err != nil {
+		return fed.Located{}, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fed.Located{}, shortErr(err)
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		rep := fed.Replica{URL: u, Member: c.ID, Size: resp.ContentLength, Writable: c.writable,
+			Labels: c.Labels, Priority: c.Priority, Load: c.Load}
+		if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+			rep.ModTime = t
+		}
+		return fed.Located{Version: fed.Version, Path: path, Status: fed.Found, Replicas: []fed.Replica{rep}}, nil
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return fed.Located{Version: fed.Version, Path: path, Status: fed.NotFound}, nil
+	}
+	return fed.Located{}, fmt.Errorf("HEAD answered %s", resp.Status)
+}
+
+// shortErr drops net/http's "Get \"URL\": " prefix: the caller names the member.
+func shortErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

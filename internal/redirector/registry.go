@@ -1,0 +1,273 @@
+package redirector
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/fed"
+)
+
+// member is the registry's record of one member.
+type member struct {
+	fed.Member
+	exports  []fed.Export // prefixes cleaned
+	lastSeen time.Time
+	static   bool // added by config or admin: no heartbeats, probed with HEAD
+	drained  bool // admin's decision; authoritative over Member.Drained
+	removed  bool // admin removed it: heartbeats are answered "removed"
+	lastErr  string
+	failing  bool // last query failed (static members' health)
+}
+
+// registry holds the members. Heartbeats, the sweeper and the admin API
+// write it; lookups read a snapshot of candidates.
+type registry struct {
+	mu      sync.RWMutex
+	members map[string]*member
+	// removed remembers IDs an admin removed, so their next heartbeat is
+	// told instead of silently joining again.
+	removed map[string]time.Time
+	// gen changes whenever a member joins or restarts: negative answers
+	// cached before may be wrong now.
+	gen uint64
+}
+
+func newRegistry() *registry {
+	return &registry{members: map[string]*member{}, removed: map[string]time.Time{}}
+}
+
+func cleanExports(in []fed.Export) []fed.Export {
+	out := make([]fed.Export, 0, len(in))
+	for _, e := range in {
+		p, err := fed.CleanPrefix(e.Prefix)
+		if err != nil {
+			continue
+		}
+		out = append(out, fed.Export{Prefix: p, ReadOnly: e.ReadOnly})
+	}
+	return out
+}
+
+// heartbeat records a member's heartbeat. It reports whether the member is
+// new or restarted (a new instance), and the admin state to send back.
+func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, drained, removed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, gone := r.removed[m.ID]; gone {
+		return false, false, true
+	}
+	old := r.members[m.ID]
+	rec := &member{Member: m, exports: cleanExports(m.Exports), lastSeen: now}
+	switch {
+	case old == nil:
+		// A member that was drained before the redirector restarted says so.
+		rec.drained = m.Drained
+		fresh = true
+	default:
+		rec.drained = old.drained
+		fresh = old.Instance != m.Instance || old.URL != m.URL
+	}
+	r.members[m.ID] = rec
+	if fresh {
+		r.gen++
+	}
+	return fresh, rec.drained, false
+}
+
+// addStatic adds (or replaces) a member without heartbeats.
+func (r *registry) addStatic(m fed.Member, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.removed, m.ID)
+	r.members[m.ID] = &member{Member: m, exports: cleanExports(m.Exports), lastSeen: now, static: true}
+	r.gen++
+}
+
+// leave drops a member that said goodbye.
+func (r *registry) leave(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.members[id]
+	delete(r.members, id)
+	return ok
+}
+
+// find resolves an admin's name for a member: its ID or its URL.
+func (r *registry) find(name string) *member {
+	if m := r.members[name]; m != nil {
+		return m
+	}
+	for _, m := range r.members {
+		if fed.BaseURL(m.URL) == fed.BaseURL(name) {
+			return m
+		}
+	}
+	return nil
+}
+
+// setDrained drains or undrains; ok is false for an unknown member.
+func (r *registry) setDrained(name string, d bool) (id string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.find(name)
+	if m == nil {
+		return "", false
+	}
+	m.drained = d
+	return m.ID, true
+}
+
+// remove forgets a member and remembers, for a while, to tell it so.
+func (r *registry) remove(name string, now time.Time) (id string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.find(name)
+	if m == nil {
+		return "", false
+	}
+	delete(r.members, m.ID)
+	if !m.static {
+		r.removed[m.ID] = now
+	}
+	return m.ID, true
+}
+
+// sweep drops heartbeat members not heard of since before cutoff, and
+// forgets removals older than forget. It returns the dropped IDs.
+func (r *registry) sweep(cutoff, forget time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var dropped []string
+	for id, m := range r.members {
+		if !m.static && m.lastSeen.Before(cutoff) {
+			delete(r.members, id)
+			dropped = append(dropped, id)
+		}
+	}
+	for id, t := range r.removed {
+		if t.Before(forget) {
+			delete(r.removed, id)
+		}
+	}
+	slices.Sort(dropped)
+	return dropped
+}
+
+// setHealth records a static member's last query result.
+func (r *registry) setHealth(id string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.members[id]
+	if m == nil {
+		return
+	}
+	m.failing = err != nil
+	m.lastErr = ""
+	if err != nil {
+		m.lastErr = err.Error()
+	}
+}
+
+// candidate is a snapshot of a member for one lookup.
+type candidate struct {
+	fed.Member
+	static   bool
+	writable bool // a writable export covers the path
+}
+
+// candidates returns the members whose exports cover path, skipping the
+// drained (unless withDrained) and the IDs in exclude. excluded reports
+// whether exclude removed a member that would have been asked.
+func (r *registry) candidates(path string, exclude []string, withDrained bool) (out []candidate, excluded bool, gen uint64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, m := range r.members {
+		covered, writable := false, false
+		for _, e := range m.exports {
+			if fed.Covers(e.Prefix, path) {
+				covered = true
+				writable = writable || !e.ReadOnly
+			}
+		}
+		if !covered || (m.drained && !withDrained) {
+			continue
+		}
+		if slices.Contains(exclude, m.ID) {
+			excluded = true
+			continue
+		}
+		c := candidate{Member: m.Member, static: m.static, writable: writable}
+		c.Drained = m.drained
+		out = append(out, c)
+	}
+	return out, excluded, r.gen
+}
+
+// statuses lists every member for the API, sorted by ID.
+func (r *registry) statuses(now time.Time, alive time.Duration) []fed.MemberStatus {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]fed.MemberStatus, 0, len(r.members))
+	for _, m := range r.members {
+		s := fed.MemberStatus{Member: m.Member, LastSeen: m.lastSeen, Static: m.static, LastError: m.lastErr}
+		s.Exports = m.exports
+		s.Drained = m.drained
+		s.Healthy = !m.failing && (m.static || now.Sub(m.lastSeen) <= alive)
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b fed.MemberStatus) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// summary is what a redirector advertises to its parent: the union of its
+// members' prefixes (writable if any member's is) and their summed load.
+func (r *registry) summary() ([]fed.Export, fed.Load) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ro := map[string]bool{}
+	var load fed.Load
+	for _, m := range r.members {
+		if m.drained {
+			continue
+		}
+		for _, e := range m.exports {
+			if prev, ok := ro[e.Prefix]; ok {
+				ro[e.Prefix] = prev && e.ReadOnly
+			} else {
+				ro[e.Prefix] = e.ReadOnly
+			}
+		}
+		load.Active += m.Load.Active
+		load.Connections += m.Load.Connections
+		load.FreeBytes += m.Load.FreeBytes
+		load.TotalBytes += m.Load.TotalBytes
+		if m.Role == fed.RoleRedirector {
+			load.Members += m.Load.Members
+		} else {
+			load.Members++
+		}
+	}
+	var out []fed.Export
+	for p, r := range ro {
+		out = append(out, fed.Export{Prefix: p, ReadOnly: r})
+	}
+	slices.SortFunc(out, func(a, b fed.Export) int {
+		switch {
+		case a.Prefix < b.Prefix:
+			return -1
+		case a.Prefix > b.Prefix:
+			return 1
+		}
+		return 0
+	})
+	return out, load
+}

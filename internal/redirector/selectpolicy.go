@@ -1,0 +1,93 @@
+package redirector
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/wanda-fed/wanda/internal/fed"
+)
+
+// order sorts replicas best first: more matching preferred labels, then
+// lower priority, then the selection policy; ties are broken at random so
+// that equal replicas share the clients.
+func (r *Redirector) order(reps []fed.Replica) []fed.Replica {
+	out := slices.Clone(reps)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	if r.opts.Select == "round-robin" && len(out) > 1 {
+		// A stable base order rotated by a counter.
+		slices.SortFunc(out, func(a, b fed.Replica) int { return cmp.Compare(a.URL, b.URL) })
+		k := int(r.rotate() % uint64(len(out)))
+		out = append(out[k:], out[:k]...)
+	}
+	slices.SortStableFunc(out, func(a, b fed.Replica) int {
+		if c := cmp.Compare(r.matches(b.Labels), r.matches(a.Labels)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		switch r.opts.Select {
+		case "load":
+			return cmp.Compare(a.Load.Active, b.Load.Active)
+		case "space":
+			return cmp.Compare(b.Load.FreeBytes, a.Load.FreeBytes)
+		}
+		return 0
+	})
+	return dedupURLs(out)
+}
+
+func dedupURLs(reps []fed.Replica) []fed.Replica {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(reps, func(x fed.Replica) bool {
+		if seen[x.URL] {
+			return true
+		}
+		seen[x.URL] = true
+		return false
+	})
+}
+
+// matches counts the preferred labels a member carries.
+func (r *Redirector) matches(labels map[string]string) int {
+	n := 0
+	for _, kv := range r.prefer {
+		if v, ok := labels[kv[0]]; ok && v == kv[1] {
+			n++
+		}
+	}
+	return n
+}
+
+// writeTargets orders the members a new file may go to: healthy, not
+// drained, a writable export covering the path, not among tried hosts.
+// "space" prefers the most free bytes per transfer in progress; "load"
+// the fewest transfers, then the most space.
+func (r *Redirector) writeTargets(path string, tried map[string]bool) (targets []candidate, covered bool) {
+	cands, _, _ := r.reg.candidates(path, nil, true)
+	for _, c := range cands {
+		covered = true
+		if !c.writable || c.Drained || tried[fed.HostOf(c.URL)] {
+			continue
+		}
+		targets = append(targets, c)
+	}
+	rand.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
+	slices.SortStableFunc(targets, func(a, b candidate) int {
+		if c := cmp.Compare(r.matches(b.Labels), r.matches(a.Labels)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		if r.opts.WriteSelect == "load" {
+			if c := cmp.Compare(a.Load.Active, b.Load.Active); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.Load.FreeBytes, a.Load.FreeBytes)
+		}
+		return cmp.Compare(b.Load.FreeBytes/(1+b.Load.Active), a.Load.FreeBytes/(1+a.Load.Active))
+	})
+	return targets, covered
+}
