@@ -130,6 +130,10 @@ type call struct {
 	learned func() []*url.URL
 	// stats receives what happened.
 	stats *opStats
+	// write: op changes the remote side (PUT, MKCOL, DELETE). Its route is
+	// cached apart from reads': a redirector sends reads to any replica
+	// but writes to a writable member.
+	write bool
 	// timed: op runs its own stall watchdog (data transfers, whose
 	// watchdog follows the bytes); others get one per try from run.
 	timed bool
@@ -146,6 +150,9 @@ type opStats struct {
 func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 	p := c.Policy.withDefaults()
 	key := u.String()
+	if cl.write {
+		key = "write " + key
+	}
 	tried := map[string]bool{}
 	var alternates []*url.URL
 	var via *url.URL
@@ -194,14 +201,14 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 			// a cached route does not extend it: the redirector is asked
 			// again in time), and so are the alternates a server advertised
 			// without redirecting, for the failover of later calls.
-			if final != nil && !fromCache && (final.String() != key || len(alternates) > 0) {
+			if final != nil && !fromCache && (final.String() != u.String() || len(alternates) > 0) {
 				c.storeRoute(key, &route{target: final, alternates: alternates, via: via, expires: time.Now().Add(p.RouteTTL)})
 			}
 			return nil
 		}
 		class := Classify(err)
 		if class == Fatal {
-			if fromCache && target.String() != key && errors.Is(err, ErrNotFound) {
+			if fromCache && target.String() != u.String() && errors.Is(err, ErrNotFound) {
 				// The cached replica lost the file: ask afresh once.
 				c.forgetRoute(key)
 				if !tried[""] {

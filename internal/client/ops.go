@@ -68,7 +68,7 @@ func (c *Client) Remove(ctx context.Context, rawURL string, recursive bool) erro
 			return fmt.Errorf("%s is a directory (use -r to remove it and everything below)", rawURL)
 		}
 	}
-	return c.run(ctx, u, call{op: func(ctx context.Context, t Transport, target *url.URL) error {
+	return c.run(ctx, u, call{write: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		return t.Remove(ctx, target)
 	}})
 }
@@ -96,7 +96,7 @@ func (c *Client) Mkdir(ctx context.Context, rawURL string, parents bool) error {
 }
 
 func (c *Client) mkdir(ctx context.Context, u *url.URL) error {
-	return c.run(ctx, u, call{op: func(ctx context.Context, t Transport, target *url.URL) error {
+	return c.run(ctx, u, call{write: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		return t.Mkdir(ctx, target)
 	}})
 }

@@ -97,7 +97,7 @@ func (c *Client) verifyRemote(ctx context.Context, dst *url.URL, alg string, wan
 		return fmt.Errorf("verifying %s: %w", dst.Redacted(), err)
 	}
 	if !bytes.Equal(got, want) {
-		_ = c.run(ctx, dst, call{op: func(ctx context.Context, t Transport, target *url.URL) error { return t.Remove(ctx, target) }})
+		_ = c.run(ctx, dst, call{write: true, op: func(ctx context.Context, t Transport, target *url.URL) error { return t.Remove(ctx, target) }})
 		return &ChecksumError{Alg: alg, Want: want, Got: got, Whom: "source", What: "destination " + res.Server}
 	}
 	return nil
@@ -119,7 +119,7 @@ func (c *Client) uploadOnce(ctx context.Context, f *os.File, size int64, dst *ur
 	p := c.Policy.withDefaults()
 	var st opStats
 	var sent atomic.Int64
-	err := c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	err := c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		sctx, wd, stop := withStall(ctx, p.Stall)
 		defer stop()
 		sent.Store(0)
@@ -177,7 +177,7 @@ func (c *Client) remoteMatches(ctx context.Context, dst *url.URL, size int64, su
 func (c *Client) canWriteParts(ctx context.Context, dst *url.URL, res *Result) (bool, error) {
 	ok := false
 	var st opStats
-	err := c.run(ctx, dst, call{stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	err := c.run(ctx, dst, call{write: true, stats: &st, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		pw, is := t.(PartWriter)
 		if !is {
 			return nil
@@ -215,7 +215,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 				}
 				var st opStats
 				var done bool
-				err := c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
+				err := c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 					pw, is := t.(PartWriter)
 					if !is {
 						return fmt.Errorf("%s: the transport cannot write parts", target.Redacted())
@@ -334,7 +334,7 @@ func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.U
 	var st opStats
 	var sent atomic.Int64
 	p := c.Policy.withDefaults()
-	err = c.run(ctx, dst, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
+	err = c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 		sctx, wd, stop := withStall(ctx, p.Stall)
 		defer stop()
 		sent.Store(0)
