@@ -22,7 +22,7 @@ func newDemoCmd() *cobra.Command {
 	var exit, verbose bool
 	cmd := &cobra.Command{
 		Use:   "demo [--dir DIR] [--listen HOST:PORT] [--exit]",
-		Short: "Generate sample data, serve it on loopback and show the client verbs",
+		Short: "Generate sample data, serve it on loopback and show the client verbs and a federation",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
@@ -105,6 +105,9 @@ func newDemoCmd() *cobra.Command {
 				{"cp", "--streams", "1", far + "/store/data/file-64m.bin", filepath.Join(dir, "far-1.bin")},
 				{"cp", "--streams", "8", far + "/store/data/file-64m.bin", filepath.Join(dir, "far-8.bin")},
 			}); err != nil {
+				return err
+			}
+			if err := runFedDemo(ctx, out, logw, dir); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "Try it yourself:\n  curl -H 'Range: bytes=0-99,1000-1099' %s/store/data/file-1m.bin\n  python3 -c \"import uproot; print(uproot.open('%s/store/%s')['events'].arrays())\"\n", base, base, demo.RootPath)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -215,8 +216,10 @@ type Error struct {
 }
 
 // Decode reads one JSON message of at most MaxBody bytes into v, refusing
-// unknown fields, trailing data and another protocol version (the
-// version field is checked when v has one).
+// trailing data and another protocol version (the version field is
+// checked when v has one). Requests to a redirector (Member,
+// AdminRequest) must not carry unknown fields, so a typo is an error;
+// answers may (a newer peer may add fields within a version).
 func Decode(r io.Reader, v any) error {
 	b, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
 	if err != nil {
@@ -226,7 +229,10 @@ func Decode(r io.Reader, v any) error {
 		return fmt.Errorf("message larger than %d bytes", MaxBody)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
+	switch v.(type) {
+	case *Member, *AdminRequest:
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bad message: %w", err)
 	}
@@ -234,7 +240,7 @@ func Decode(r io.Reader, v any) error {
 		return errors.New("bad message: trailing data after the JSON value")
 	}
 	if ver := versionOf(v); ver != Version {
-		return fmt.Errorf("protocol version %q, this redirector speaks %q", ver, Version)
+		return fmt.Errorf("protocol version %q, this wanda speaks %q", ver, Version)
 	}
 	return nil
 }
@@ -291,8 +297,13 @@ func CheckBaseURL(s string) error {
 	if err != nil {
 		return fmt.Errorf("url %q: %w", s, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+	bad := (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || strings.ContainsAny(s, "?#") || len(s) > 512
+	if p := u.Port(); !bad && (p != "" || strings.HasSuffix(u.Host, ":")) {
+		n, err := strconv.Atoi(p)
+		bad = err != nil || n < 1 || n > 65535
+	}
+	if bad {
 		return fmt.Errorf("url %q: want http(s)://host:port with no path, query or user", s)
 	}
 	return nil

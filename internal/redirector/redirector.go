@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,21 +71,23 @@ type Options struct {
 
 // Redirector locates files across its members and redirects clients.
 type Redirector struct {
-	opts    Options
-	reg     *registry
-	cache   *locCache
-	sf      singleflight.Group
-	client  *http.Client
-	log     *slog.Logger
-	met     *metrics
-	joiner  *fed.Joiner
-	prefer  [][2]string
-	rr      uint64
-	rrMu    sync.Mutex
-	stop    chan struct{}
-	done    chan struct{}
-	stopped sync.Once
-	now     func() time.Time
+	opts   Options
+	reg    *registry
+	cache  *locCache
+	sf     singleflight.Group
+	client *http.Client
+	log    *slog.Logger
+	met    *metrics
+	joiner *fed.Joiner
+	// joinerRef is joiner for the handlers (set once by Start).
+	joinerRef atomic.Pointer[fed.Joiner]
+	prefer    [][2]string
+	rr        uint64
+	rrMu      sync.Mutex
+	stop      chan struct{}
+	done      chan struct{}
+	stopped   sync.Once
+	now       func() time.Time
 }
 
 // New builds a redirector; Start begins its background work.
@@ -193,6 +196,7 @@ func (r *Redirector) Start() {
 			Self:     r.self,
 			Log:      r.log.With("component", "join"),
 		})
+		r.joinerRef.Store(r.joiner)
 	}
 }
 
@@ -206,6 +210,15 @@ func (r *Redirector) Stop(ctx context.Context) {
 		}
 		r.client.CloseIdleConnections()
 	})
+}
+
+// beatParents tells the parents at once that what this redirector
+// advertises changed (a member came or went), instead of at the next
+// heartbeat.
+func (r *Redirector) beatParents() {
+	if j := r.joinerRef.Load(); j != nil {
+		j.Beat()
+	}
 }
 
 // self is this redirector as a member of its parents.
@@ -233,6 +246,7 @@ func (r *Redirector) sweeper() {
 			r.cache.dropMember(id)
 			r.log.Warn("member lost: no heartbeat", "member", id, "after", r.deadAfter())
 			r.met.lost.Inc()
+			r.beatParents()
 		}
 	}
 }
@@ -248,6 +262,7 @@ func (r *Redirector) Heartbeat(m fed.Member) fed.HeartbeatReply {
 	if fresh && !removed {
 		r.cache.dropMember(m.ID) // a restarted member may hold other files now
 		r.log.Info("member joined", "member", m.ID, "role", m.Role, "url", m.URL, "exports", len(m.Exports))
+		r.beatParents()
 	}
 	return fed.HeartbeatReply{
 		Version: fed.Version, Redirector: r.opts.ID,
@@ -261,6 +276,7 @@ func (r *Redirector) Leave(id string) {
 	if r.reg.leave(id) {
 		r.cache.dropMember(id)
 		r.log.Info("member left", "member", id)
+		r.beatParents()
 	}
 }
 
@@ -272,6 +288,7 @@ func (r *Redirector) Drain(name string, d bool) error {
 		return fmt.Errorf("%w: %s", errNoMember, name)
 	}
 	r.log.Info("member drain", "member", id, "drained", d)
+	r.beatParents()
 	return nil
 }
 
@@ -283,6 +300,7 @@ func (r *Redirector) Remove(name string) error {
 	}
 	r.cache.dropMember(id)
 	r.log.Info("member removed", "member", id)
+	r.beatParents()
 	return nil
 }
 
