@@ -166,7 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if len(s.fedCfg.Join) > 0 {
 		s.joiner = fed.StartJoiner(fed.JoinOptions{
 			Parents: s.fedCfg.Join, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,
-			Self: s.self, Log: s.log.With("component", "join"),
+			Self: s.self, Log: s.log,
 		})
 	}
 	err := serveHTTP(ctx, s.log, s.http, ln, s.cfg.ShutdownTimeout, func(sctx context.Context) {

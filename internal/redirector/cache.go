@@ -20,6 +20,10 @@ type entry struct {
 	replicas []cached // empty: a negative answer
 	expires  time.Time
 	gen      uint64 // registry generation of a negative answer
+	// everywhere: the negative answer covers the whole federation (the
+	// parents said no too, or there are none), not just the members
+	// below this redirector (what a parent's downward query asked).
+	everywhere bool
 }
 
 // locCache is the location cache: positive and negative answers per
@@ -39,23 +43,24 @@ func newLocCache(max int, pos, neg time.Duration) *locCache {
 }
 
 // get returns the cached replicas of path (a copy), and whether a live
-// negative answer is cached. gen is the registry's current generation: a
-// negative answer from before a member joined is void.
-func (c *locCache) get(path string, gen uint64) (reps []cached, negative bool) {
+// negative answer is cached (below this redirector only, or everywhere).
+// gen is the registry's current generation: a negative answer from before
+// a member joined is void.
+func (c *locCache) get(path string, gen uint64) (reps []cached, negBelow, negEverywhere bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[path]
 	if e == nil {
-		return nil, false
+		return nil, false, false
 	}
 	if c.now().After(e.expires) || (len(e.replicas) == 0 && e.gen != gen) {
 		delete(c.m, path)
-		return nil, false
+		return nil, false, false
 	}
 	if len(e.replicas) == 0 {
-		return nil, true
+		return nil, true, e.everywhere
 	}
-	return slices.Clone(e.replicas), false
+	return slices.Clone(e.replicas), false, false
 }
 
 // putFound merges replicas into path's entry (a later answer adds to an
@@ -82,14 +87,19 @@ func (c *locCache) putFound(path string, reps []cached) {
 	e.expires = c.now().Add(c.pos)
 }
 
-// putMissing caches "not found" (gen: the registry generation the lookup saw).
-func (c *locCache) putMissing(path string, gen uint64) {
+// putMissing caches "not found" (gen: the registry generation the lookup
+// saw; everywhere: see entry). A narrower answer never replaces a live
+// wider one.
+func (c *locCache) putMissing(path string, gen uint64, everywhere bool) {
 	if c.neg <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.insert(path, &entry{expires: c.now().Add(c.neg), gen: gen})
+	if e := c.m[path]; e != nil && len(e.replicas) == 0 && e.everywhere && !everywhere && !c.now().After(e.expires) && e.gen == gen {
+		return
+	}
+	c.insert(path, &entry{expires: c.now().Add(c.neg), gen: gen, everywhere: everywhere})
 }
 
 // insert adds an entry, making room first: expired entries go, then, if

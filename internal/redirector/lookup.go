@@ -35,6 +35,9 @@ type Query struct {
 	Tried map[string]bool
 	// All waits for every answer and asks the parents too (wanda locate).
 	All bool
+	// below: the members below are known (cached) not to have it: ask
+	// only the parents.
+	below bool
 }
 
 // Result is a lookup's outcome.
@@ -66,15 +69,19 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 		if len(q.Tried) > 0 {
 			r.cache.dropHosts(q.Path, q.Tried)
 		}
-		if reps, neg := r.cache.get(q.Path, gen); len(reps) > 0 {
+		reps, negBelow, negEverywhere := r.cache.get(q.Path, gen)
+		switch {
+		case len(reps) > 0:
 			return Result{Status: fed.Found, Replicas: plain(reps), Cached: true}
-		} else if neg {
+		case negEverywhere, negBelow && !r.mayEscalate(q):
 			return Result{Status: fed.NotFound, Cached: true}
+		case negBelow:
+			q.below = true
 		}
 	}
 	// Concurrent lookups of one path collapse into one; the lookup runs on
 	// its own clock so that one impatient client does not fail the others.
-	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried)
+	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below)
 	ch := r.sf.DoChan(key, func() (any, error) {
 		// Not cancelled when resolve returns: members that answer after
 		// the first replica still fill the cache, until the timeout.
@@ -120,11 +127,11 @@ func (r *Redirector) resolve(ctx context.Context, q Query) Result {
 	var pos []cached
 	var errs []string
 	unknown := false
-	if len(cands) > 0 {
+	if len(cands) > 0 && !q.below {
 		pos, errs, unknown = r.askMembers(ctx, q, cands)
 	}
 	pos = dropTried(pos, q.Tried)
-	escalate := len(r.opts.Parents) > 0 && q.Scope != fed.ScopeDown && q.Hops > 1 && (len(pos) == 0 || q.All)
+	escalate := r.mayEscalate(q) && (len(pos) == 0 || q.All)
 	parentMiss := true
 	if escalate {
 		ppos, perrs, punknown := r.askParents(ctx, q)
@@ -142,9 +149,16 @@ func (r *Redirector) resolve(ctx context.Context, q Query) Result {
 	// A complete "no": every member that might have it said so, and the
 	// hierarchy above too. Cached only when nobody was left out.
 	if !excluded && len(q.Tried) == 0 && (!escalate || parentMiss) {
-		r.cache.putMissing(q.Path, gen)
+		r.cache.putMissing(q.Path, gen, escalate || len(r.opts.Parents) == 0)
 	}
 	return Result{Status: fed.NotFound, Errors: errs}
+}
+
+// mayEscalate reports whether a miss of q below this redirector is asked
+// of the parents: not for a parent's own downward query, nor beyond the
+// hop budget.
+func (r *Redirector) mayEscalate(q Query) bool {
+	return len(r.opts.Parents) > 0 && q.Scope != fed.ScopeDown && q.Hops > 1
 }
 
 func dropTried(reps []cached, tried map[string]bool) []cached {

@@ -194,7 +194,7 @@ func (r *Redirector) Start() {
 			Interval: r.opts.Heartbeat,
 			Token:    r.opts.Token,
 			Self:     r.self,
-			Log:      r.log.With("component", "join"),
+			Log:      r.log,
 		})
 		r.joinerRef.Store(r.joiner)
 	}
