@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,7 +43,7 @@ type Server struct {
 	metrics  *metrics.HTTP
 	local    *fed.Local
 	fedCfg   config.Federation
-	url      string // advertised, set by Serve
+	url      atomic.Pointer[string] // advertised, set by Serve
 	joiner   *fed.Joiner
 	software string
 }
@@ -158,11 +159,12 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // leave the redirectors, stop accepting, let in-flight requests finish for
 // up to shutdown_timeout, then close what remains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.url = advertised(s.fedCfg.Advertise, s.http.TLSConfig != nil, ln)
+	u := advertised(s.fedCfg.Advertise, s.http.TLSConfig != nil, ln)
+	s.url.Store(&u)
 	if s.http.TLSConfig != nil {
 		ln = tls.NewListener(ln, s.http.TLSConfig)
 	}
-	s.log.Info("serving", "url", s.url, "exports", len(s.backends))
+	s.log.Info("serving", "url", u, "exports", len(s.backends))
 	if len(s.fedCfg.Join) > 0 {
 		s.joiner = fed.StartJoiner(fed.JoinOptions{
 			Parents: s.fedCfg.Join, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,
@@ -181,17 +183,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // URL is the advertised URL (known once Serve has started).
-func (s *Server) URL() string { return s.url }
+func (s *Server) URL() string {
+	if u := s.url.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
 
 // self describes this server to its redirectors.
 func (s *Server) self() fed.Member {
 	id := s.fedCfg.ID
 	if id == "" {
-		id = s.url
+		id = s.URL()
 	}
 	free, total := fed.DiskSpace(s.local.WritableDirs())
 	return fed.Member{
-		ID: id, Instance: instance, Role: fed.RoleServer, URL: s.url, Exports: s.local.Exports(),
+		ID: id, Instance: instance, Role: fed.RoleServer, URL: s.URL(), Exports: s.local.Exports(),
 		Labels: s.fedCfg.Labels, Priority: s.fedCfg.Priority, Software: s.software,
 		Load: fed.Load{
 			Active:      int64(metrics.Value(s.metrics.InFlight)),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,8 +28,8 @@ type Redirector struct {
 	log *slog.Logger
 	reg *prometheus.Registry
 	tls *tls.Config
-	rd  *redirector.Redirector
-	url string
+	rd  atomic.Pointer[redirector.Redirector] // set by Serve
+	url atomic.Pointer[string]
 }
 
 // NewRedirector checks the configuration and loads TLS material; the
@@ -49,13 +50,14 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 }
 
 // Core is the running redirector (nil before Serve).
-func (r *Redirector) Core() *redirector.Redirector { return r.rd }
+func (r *Redirector) Core() *redirector.Redirector { return r.rd.Load() }
 
 // Serve runs the redirector on ln until ctx ends; then it leaves its
 // parents and shuts down like a server.
 func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	c := r.cfg
-	r.url = advertised(c.Advertise, r.tls != nil, ln)
+	u := advertised(c.Advertise, r.tls != nil, ln)
+	r.url.Store(&u)
 	var static []fed.Member
 	for _, m := range c.Members {
 		var ex []fed.Export
@@ -65,7 +67,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		static = append(static, fed.Member{URL: m.URL, Exports: ex, Labels: m.Labels, Priority: m.Priority})
 	}
 	rd, err := redirector.New(redirector.Options{
-		ID: c.ID, URL: r.url, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
+		ID: c.ID, URL: u, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
 		Labels: c.Labels, Priority: c.Priority, Heartbeat: c.Heartbeat, MissLimit: c.MissLimit,
 		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow,
 		PositiveTTL: c.PositiveTTL, NegativeTTL: c.NegativeTTL, CacheEntries: c.CacheEntries,
@@ -75,7 +77,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	r.rd = rd
+	r.rd.Store(rd)
 	m := metrics.NewHTTP(r.reg, "redirector")
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metricsH := promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
@@ -113,9 +115,14 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, r.tls)
 	}
 	rd.Start()
-	r.log.Info("redirector serving", "url", r.url, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static))
+	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static))
 	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
 }
 
 // URL is the advertised URL (known once Serve has started).
-func (r *Redirector) URL() string { return r.url }
+func (r *Redirector) URL() string {
+	if u := r.url.Load(); u != nil {
+		return *u
+	}
+	return ""
+}

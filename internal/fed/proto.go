@@ -69,6 +69,9 @@ type Member struct {
 	// Drained is the member's own record of an admin drain, sent back so
 	// that a restarted redirector keeps it.
 	Drained bool `json:"drained,omitempty"`
+	// Generation, from a redirector, changes whenever its own members
+	// change: its parent then forgets the "not found" answers it cached.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // Export is one logical prefix of a member.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -65,7 +66,7 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 		return Result{Status: fed.NotFound}
 	}
 	if !q.All {
-		_, _, gen := r.reg.candidates(q.Path, nil, false)
+		gen := r.reg.generation()
 		if len(q.Tried) > 0 {
 			r.cache.dropHosts(q.Path, q.Tried)
 		}
@@ -84,10 +85,16 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below)
 	ch := r.sf.DoChan(key, func() (any, error) {
 		// Not cancelled when resolve returns: members that answer after
-		// the first replica still fill the cache, until the timeout.
+		// the first replica still fill the cache, until the timeout or
+		// until the last of them answered.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.LookupTimeout)
-		time.AfterFunc(r.opts.LookupTimeout, cancel)
-		return r.resolve(lctx, q), nil
+		var late sync.WaitGroup
+		res := r.resolve(lctx, q, &late)
+		go func() {
+			late.Wait()
+			cancel()
+		}()
+		return res, nil
 	})
 	select {
 	case v := <-ch:
@@ -122,13 +129,14 @@ type answer struct {
 }
 
 // resolve asks the candidates in parallel and, on a miss, the parents.
-func (r *Redirector) resolve(ctx context.Context, q Query) Result {
+// late counts the work that goes on after resolve returns.
+func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup) Result {
 	cands, excluded, gen := r.reg.candidates(q.Path, q.Visited, false)
 	var pos []cached
 	var errs []string
 	unknown := false
 	if len(cands) > 0 && !q.below {
-		pos, errs, unknown = r.askMembers(ctx, q, cands)
+		pos, errs, unknown = r.askMembers(ctx, q, cands, late)
 	}
 	pos = dropTried(pos, q.Tried)
 	escalate := r.mayEscalate(q) && (len(pos) == 0 || q.All)
@@ -171,7 +179,7 @@ func dropTried(reps []cached, tried map[string]bool) []cached {
 // askMembers queries cands in parallel. It returns when every candidate
 // answered, or Window after the first positive answer, or at ctx's end.
 // Answers that arrive later still go into the cache.
-func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate) (pos []cached, errs []string, unknown bool) {
+func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate, late *sync.WaitGroup) (pos []cached, errs []string, unknown bool) {
 	answers := make(chan answer, len(cands))
 	for _, c := range cands {
 		go func() {
@@ -221,7 +229,9 @@ loop:
 	}
 	if pending > 0 {
 		// Late positives become alternates for the next client.
+		late.Add(1)
 		go func(n int) {
+			defer late.Done()
 			for ; n > 0; n-- {
 				select {
 				case a := <-answers:

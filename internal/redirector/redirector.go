@@ -25,8 +25,8 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed"
 )
 
-// Options configure a Redirector. Zero durations take the defaults of
-// config.Default().
+// Options configure a Redirector. Zero durations other than the cache
+// lifetimes take the defaults of config.Default().
 type Options struct {
 	// ID names this redirector in visited lists and topology (its URL by
 	// default); URL is where clients and members reach it.
@@ -49,8 +49,9 @@ type Options struct {
 	// wait for more replicas after the first positive answer.
 	LookupTimeout time.Duration
 	Window        time.Duration
-	// PositiveTTL and NegativeTTL are the location cache lifetimes;
-	// CacheEntries bounds it.
+	// PositiveTTL and NegativeTTL are the location cache lifetimes (0:
+	// not cached; config.Default() has the usual values); CacheEntries
+	// bounds it.
 	PositiveTTL, NegativeTTL time.Duration
 	CacheEntries             int
 	// Select orders replicas: load, space, round-robin or random. Prefer
@@ -106,7 +107,6 @@ func New(o Options) (*Redirector, error) {
 	}
 	def := map[*time.Duration]time.Duration{
 		&o.Heartbeat: 5 * time.Second, &o.LookupTimeout: 2 * time.Second, &o.Window: 5 * time.Millisecond,
-		&o.PositiveTTL: 5 * time.Minute, &o.NegativeTTL: 10 * time.Second,
 	}
 	for p, d := range def {
 		if *p == 0 {
@@ -227,6 +227,7 @@ func (r *Redirector) self() fed.Member {
 	return fed.Member{
 		ID: r.opts.ID, Instance: instance, Role: fed.RoleRedirector, URL: fed.BaseURL(r.opts.URL),
 		Exports: exports, Labels: r.opts.Labels, Priority: r.opts.Priority, Load: load, Software: r.opts.Software,
+		Generation: r.reg.generation(),
 	}
 }
 
@@ -258,10 +259,12 @@ func (r *Redirector) deadAfter() time.Duration {
 // Heartbeat records a member's heartbeat (the API handler's core).
 func (r *Redirector) Heartbeat(m fed.Member) fed.HeartbeatReply {
 	m.URL = fed.BaseURL(m.URL)
-	fresh, drained, removed := r.reg.heartbeat(m, r.now())
+	fresh, changed, drained, removed := r.reg.heartbeat(m, r.now())
 	if fresh && !removed {
 		r.cache.dropMember(m.ID) // a restarted member may hold other files now
 		r.log.Info("member joined", "member", m.ID, "role", m.Role, "url", m.URL, "exports", len(m.Exports))
+	}
+	if changed && !removed {
 		r.beatParents()
 	}
 	return fed.HeartbeatReply{

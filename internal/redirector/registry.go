@@ -49,13 +49,15 @@ func cleanExports(in []fed.Export) []fed.Export {
 	return out
 }
 
-// heartbeat records a member's heartbeat. It reports whether the member is
-// new or restarted (a new instance), and the admin state to send back.
-func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, drained, removed bool) {
+// heartbeat records a member's heartbeat. fresh reports a new or
+// restarted member (a new instance); changed, any change of what it may
+// hold (fresh, other exports, a child redirector whose members changed).
+// drained and removed are the admin state to send back.
+func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, changed, drained, removed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, gone := r.removed[m.ID]; gone {
-		return false, false, true
+		return false, false, false, true
 	}
 	old := r.members[m.ID]
 	rec := &member{Member: m, exports: cleanExports(m.Exports), lastSeen: now}
@@ -67,12 +69,21 @@ func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, drained, remov
 	default:
 		rec.drained = old.drained
 		fresh = old.Instance != m.Instance || old.URL != m.URL
+		changed = !slices.Equal(old.exports, rec.exports) || old.Generation != m.Generation
 	}
 	r.members[m.ID] = rec
-	if fresh {
+	if fresh || changed {
 		r.gen++
 	}
-	return fresh, rec.drained, false
+	return fresh, fresh || changed, rec.drained, false
+}
+
+// generation changes whenever a member joins, restarts, changes its
+// exports or is undrained: negative answers from before may be wrong.
+func (r *registry) generation() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.gen
 }
 
 // addStatic adds (or replaces) a member without heartbeats.
@@ -90,6 +101,9 @@ func (r *registry) leave(id string) bool {
 	defer r.mu.Unlock()
 	_, ok := r.members[id]
 	delete(r.members, id)
+	if ok {
+		r.gen++
+	}
 	return ok
 }
 
@@ -114,7 +128,11 @@ func (r *registry) setDrained(name string, d bool) (id string, ok bool) {
 	if m == nil {
 		return "", false
 	}
+	if m.drained && !d {
+		r.gen++ // its files count again
+	}
 	m.drained = d
+	r.gen++ // and what this redirector advertises changed
 	return m.ID, true
 }
 
@@ -127,6 +145,7 @@ func (r *registry) remove(name string, now time.Time) (id string, ok bool) {
 		return "", false
 	}
 	delete(r.members, m.ID)
+	r.gen++
 	if !m.static {
 		r.removed[m.ID] = now
 	}
@@ -143,6 +162,7 @@ func (r *registry) sweep(cutoff, forget time.Time) []string {
 		if !m.static && m.lastSeen.Before(cutoff) {
 			delete(r.members, id)
 			dropped = append(dropped, id)
+			r.gen++
 		}
 	}
 	for id, t := range r.removed {
