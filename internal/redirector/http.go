@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
-	"github.com/wanda-fed/wanda/internal/storage"
 )
 
 // Handler is the redirector's HTTP front-end: the federation API under
@@ -109,13 +108,7 @@ func (r *Redirector) serveMembers(w http.ResponseWriter, req *http.Request) {
 }
 
 // logicalPath cleans a request path into "/a/b" ("/" for the root).
-func logicalPath(p string) (string, error) {
-	c, err := storage.CleanPath(p)
-	if err != nil {
-		return "", err
-	}
-	return "/" + c, nil
-}
+func logicalPath(p string) (string, error) { return fed.CleanLogical(p) }
 
 func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
@@ -129,7 +122,7 @@ func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 		writeErr(w, http.StatusBadRequest, "locate: bad or missing path %q", v.Get(fed.ParamPath))
 		return
 	}
-	q := Query{Path: p, Scope: v.Get(fed.ParamScope), Tried: parseTried(v.Get(fed.ParamTried)), All: v.Get(fed.ParamAll) != ""}
+	q := Query{Path: p, Scope: v.Get(fed.ParamScope), Tried: parseTried(v.Get(fed.ParamTried)), All: v.Get(fed.ParamAll) == "1" || v.Get(fed.ParamAll) == "true"}
 	switch q.Scope {
 	case "", fed.ScopeDown, fed.ScopeUp:
 	default:
@@ -150,7 +143,7 @@ func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 	}
 	if vis := v.Get(fed.ParamVisited); vis != "" {
 		q.Visited = strings.Split(vis, ",")
-		if len(q.Visited) > 64 {
+		if len(q.Visited) > maxVisited {
 			writeErr(w, http.StatusBadRequest, "locate: more than 64 visited redirectors")
 			return
 		}

@@ -166,8 +166,11 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 // of the parents: not for a parent's own downward query, nor beyond the
 // hop budget.
 func (r *Redirector) mayEscalate(q Query) bool {
-	return len(r.opts.Parents) > 0 && q.Scope != fed.ScopeDown && q.Hops > 1
+	return len(r.opts.Parents) > 0 && q.Scope != fed.ScopeDown && q.Hops > 1 && len(q.Visited) < maxVisited
 }
+
+// maxVisited bounds a query's visited list (the API refuses longer ones).
+const maxVisited = 63
 
 func dropTried(reps []cached, tried map[string]bool) []cached {
 	if len(tried) == 0 {
@@ -296,6 +299,10 @@ func (r *Redirector) ask(ctx context.Context, c candidate, q Query) (fed.Located
 		loc, err := r.probe(ctx, c, q.Path)
 		r.reg.setHealth(c.ID, err)
 		return loc, err
+	}
+	if c.Role == fed.RoleRedirector && (q.Hops <= 1 || len(q.Visited) >= maxVisited) {
+		// Out of hops: a redirector below cannot be asked any more.
+		return fed.Located{Version: fed.Version, Path: q.Path, Status: fed.NotFound}, nil
 	}
 	sub := q
 	sub.Scope = fed.ScopeDown

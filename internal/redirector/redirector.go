@@ -46,7 +46,7 @@ type Options struct {
 	Heartbeat time.Duration
 	MissLimit int
 	// LookupTimeout bounds a lookup (503 after it); Window is how long to
-	// wait for more replicas after the first positive answer.
+	// wait for more replicas after the first positive answer (0: none).
 	LookupTimeout time.Duration
 	Window        time.Duration
 	// PositiveTTL and NegativeTTL are the location cache lifetimes (0:
@@ -106,12 +106,15 @@ func New(o Options) (*Redirector, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	def := map[*time.Duration]time.Duration{
-		&o.Heartbeat: 5 * time.Second, &o.LookupTimeout: 2 * time.Second, &o.Window: 5 * time.Millisecond,
+		&o.Heartbeat: 5 * time.Second, &o.LookupTimeout: 2 * time.Second,
 	}
 	for p, d := range def {
 		if *p == 0 {
 			*p = d
 		}
+	}
+	if o.Window < 0 {
+		o.Window = 0 // redirect at the first positive answer
 	}
 	if o.MissLimit <= 0 {
 		o.MissLimit = 3
@@ -290,6 +293,10 @@ func (r *Redirector) Drain(name string, d bool) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", errNoMember, name)
 	}
+	if d {
+		// Cached answers must not keep sending clients there.
+		r.cache.dropMember(id)
+	}
 	r.log.Info("member drain", "member", id, "drained", d)
 	r.beatParents()
 	return nil
@@ -322,6 +329,7 @@ func (r *Redirector) AddStatic(m fed.Member) error {
 	}
 	r.reg.addStatic(m, r.now())
 	r.log.Info("static member added", "member", m.ID)
+	r.beatParents()
 	return nil
 }
 

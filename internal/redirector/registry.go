@@ -15,7 +15,6 @@ type member struct {
 	lastSeen time.Time
 	static   bool // added by config or admin: no heartbeats, probed with HEAD
 	drained  bool // admin's decision; authoritative over Member.Drained
-	removed  bool // admin removed it: heartbeats are answered "removed"
 	lastErr  string
 	failing  bool // last query failed (static members' health)
 }
@@ -27,14 +26,21 @@ type registry struct {
 	members map[string]*member
 	// removed remembers IDs an admin removed, so their next heartbeat is
 	// told instead of silently joining again.
-	removed map[string]time.Time
+	removed map[string]removal
 	// gen changes whenever a member joins or restarts: negative answers
 	// cached before may be wrong now.
 	gen uint64
 }
 
 func newRegistry() *registry {
-	return &registry{members: map[string]*member{}, removed: map[string]time.Time{}}
+	return &registry{members: map[string]*member{}, removed: map[string]removal{}}
+}
+
+// removal is an admin's removal of one instance of a member: a restarted
+// member (another instance) may join again.
+type removal struct {
+	at       time.Time
+	instance string
 }
 
 func cleanExports(in []fed.Export) []fed.Export {
@@ -56,8 +62,11 @@ func cleanExports(in []fed.Export) []fed.Export {
 func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, changed, drained, removed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, gone := r.removed[m.ID]; gone {
-		return false, false, false, true
+	if gone, ok := r.removed[m.ID]; ok {
+		if gone.instance == m.Instance {
+			return false, false, false, true
+		}
+		delete(r.removed, m.ID)
 	}
 	old := r.members[m.ID]
 	rec := &member{Member: m, exports: cleanExports(m.Exports), lastSeen: now}
@@ -147,7 +156,7 @@ func (r *registry) remove(name string, now time.Time) (id string, ok bool) {
 	delete(r.members, m.ID)
 	r.gen++
 	if !m.static {
-		r.removed[m.ID] = now
+		r.removed[m.ID] = removal{at: now, instance: m.Instance}
 	}
 	return m.ID, true
 }
@@ -166,7 +175,7 @@ func (r *registry) sweep(cutoff, forget time.Time) []string {
 		}
 	}
 	for id, t := range r.removed {
-		if t.Before(forget) {
+		if t.at.Before(forget) {
 			delete(r.removed, id)
 		}
 	}
