@@ -300,3 +300,14 @@ func (r *registry) summary() ([]fed.Export, fed.Load) {
 	})
 	return out, load
 }
+
+// load returns a member's latest reported load (for ordering replicas
+// that came from the cache with an older one).
+func (r *registry) load(id string) (fed.Load, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if m := r.members[id]; m != nil {
+		return m.Load, true
+	}
+	return fed.Load{}, false
+}

@@ -13,6 +13,12 @@ import (
 // that equal replicas share the clients.
 func (r *Redirector) order(reps []fed.Replica) []fed.Replica {
 	out := slices.Clone(reps)
+	for i := range out {
+		// A direct member's load is the one of its last heartbeat.
+		if l, ok := r.reg.load(out[i].Member); ok {
+			out[i].Load = l
+		}
+	}
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	if r.opts.Select == "round-robin" && len(out) > 1 {
 		// A stable base order rotated by a counter.
