@@ -173,6 +173,9 @@ type faultFront struct {
 	// Conns counts the TCP connections accepted; Served the body bytes
 	// of GET answers sent.
 	Conns, Served atomic.Int64
+	// open counts the connections not closed yet, active the handlers
+	// still running (see quiesce).
+	open, active atomic.Int64
 	// NoRange makes the front a server without range support: Range
 	// headers are dropped, every GET is answered 200 with the whole file.
 	NoRange atomic.Bool
@@ -194,7 +197,14 @@ func startFront(t *testing.T, upstream string) *faultFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: f, ErrorLog: nil}
+	srv := &http.Server{Handler: f, ErrorLog: nil, ConnState: func(_ net.Conn, cs http.ConnState) {
+		switch cs {
+		case http.StateNew:
+			f.open.Add(1)
+		case http.StateHijacked, http.StateClosed:
+			f.open.Add(-1)
+		}
+	}}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -262,6 +272,8 @@ var hopByHopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "
 func (f *faultFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.wg.Add(1)
 	defer f.wg.Done()
+	f.active.Add(1)
+	defer f.active.Add(-1)
 	ru := f.pick(r)
 	if ru.Hook != nil {
 		ru.Hook(r)
@@ -320,6 +332,21 @@ func (f *faultFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	f.copyBody(w, r, resp, ru)
+}
+
+// quiesce waits until the front is done with everything c asked of it:
+// c's idle connections are closed, and the front has closed every
+// connection and finished every handler. A transfer that c cancelled
+// (Copy has returned) may still have a handler here writing its answer
+// into a dead connection, counting bytes in Served; after quiesce,
+// nothing of it can be counted any more, nor can a request it sent be
+// served late.
+func (f *faultFront) quiesce(t *testing.T, c *client.Client) {
+	t.Helper()
+	c.HTTP.Client.CloseIdleConnections()
+	pollUntil(t, 10*time.Second, "the front still has open connections or running handlers", func() bool {
+		return f.open.Load() == 0 && f.active.Load() == 0
+	})
 }
 
 // outbound is the request to the origin.

@@ -503,6 +503,10 @@ func TestRegressResumeOtherSource(t *testing.T) {
 	// resume checks the bytes it keeps.
 	copy(a, seededBytes(size/2, 109))
 	copy(b, seededBytes(size/2, 110))
+	// The first run is interrupted at 3 MiB for certain: its GET sends
+	// 3 MiB, then holds the answer until the client gives up on it.
+	const cut = 3 << 20
+	var held atomic.Bool
 	base := serveFunc(t, func(w http.ResponseWriter, r *http.Request) {
 		var d []byte
 		switch r.URL.Path {
@@ -518,13 +522,16 @@ func TestRegressResumeOtherSource(t *testing.T) {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
+		if r.URL.Path == "/run1/f" && r.Method == http.MethodGet && held.CompareAndSwap(false, true) {
+			w = &holdAfterWriter{ResponseWriter: w, left: cut, done: r.Context().Done()}
+		}
 		http.ServeContent(w, r, "f", time.Time{}, bytes.NewReader(d))
 	})
 	c := newFaultClient(t)
 	dst := filepath.Join(t.TempDir(), "f")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := c.Copy(ctx, []string{base + "/run1/f"}, dst, client.CopyOptions{Streams: 1, Checksum: "auto", Progress: &cancelAfter{at: 3 << 20, cancel: cancel}}); !errors.Is(err, context.Canceled) {
+	if _, err := c.Copy(ctx, []string{base + "/run1/f"}, dst, client.CopyOptions{Streams: 1, Checksum: "auto", Progress: &cancelAfter{at: cut, cancel: cancel}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted copy: %v", err)
 	}
 	_, state := partFilesOf(dst)
@@ -542,6 +549,31 @@ func TestRegressResumeOtherSource(t *testing.T) {
 	if res.Resumed != 0 {
 		t.Errorf("result %+v: resumed bytes of another file", res)
 	}
+}
+
+// holdAfterWriter passes left body bytes, flushes them, and then holds
+// the answer (writes block) until done: a transfer interrupted at a known
+// point, whatever the machine's speed.
+type holdAfterWriter struct {
+	http.ResponseWriter
+	left int64
+	done <-chan struct{}
+}
+
+func (w *holdAfterWriter) Write(p []byte) (int, error) {
+	var n int
+	if w.left > 0 {
+		m, err := w.ResponseWriter.Write(p[:min(int64(len(p)), w.left)])
+		n, w.left = m, w.left-int64(m)
+		if err != nil || w.left > 0 {
+			return n, err
+		}
+		if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
+			return n, err
+		}
+	}
+	<-w.done
+	return n, errors.New("answer held until the client went away")
 }
 
 // 9. Parallel streams sharing a cached route with alternates (from the
