@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -115,6 +116,12 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, r.tls)
 	}
 	rd.Start()
+	defer func() {
+		// Also when serving failed at once: no sweeper or heartbeats left.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		rd.Stop(ctx)
+	}()
 	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static))
 	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
 }

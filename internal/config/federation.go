@@ -95,7 +95,7 @@ func DefaultRedirector() Redirector {
 		AlternatesWindow: 5 * time.Millisecond,
 		PositiveTTL:      5 * time.Minute,
 		NegativeTTL:      10 * time.Second,
-		CacheEntries:     1 << 20,
+		CacheEntries:     1 << 18,
 		Select:           "load",
 		WriteSelect:      "space",
 		ShutdownTimeout:  30 * time.Second,

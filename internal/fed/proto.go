@@ -268,8 +268,9 @@ func versionOf(v any) string {
 // http(s) URL without path, query or user info, and clean prefixes.
 func (m *Member) Validate() error {
 	var errs []error
-	if m.ID == "" || len(m.ID) > 512 {
-		errs = append(errs, errors.New("id: empty or longer than 512 bytes"))
+	if m.ID == "" || len(m.ID) > 512 || strings.ContainsAny(m.ID, ", \t\r\n") {
+		// Commas separate IDs in a query's visited list.
+		errs = append(errs, errors.New("id: empty, longer than 512 bytes, or with a comma or white space"))
 	}
 	switch m.Role {
 	case RoleServer, RoleRedirector, RoleCache:
@@ -345,11 +346,11 @@ func FileURL(base, logical string) string {
 	return BaseURL(base) + (&url.URL{Path: logical}).EscapedPath()
 }
 
-// HostOf returns the host:port of a URL, "" if it has none.
+// HostOf returns the host:port of a URL in lower case, "" if it has none.
 func HostOf(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return ""
 	}
-	return u.Host
+	return strings.ToLower(u.Host)
 }

@@ -166,3 +166,16 @@ func (c *locCache) len() int {
 	defer c.mu.Unlock()
 	return len(c.m)
 }
+
+// purgeExpired drops expired entries (the sweeper calls it now and then,
+// so that memory follows what is live, not the high-water mark).
+func (c *locCache) purgeExpired() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for k, e := range c.m {
+		if now.After(e.expires) {
+			delete(c.m, k)
+		}
+	}
+}

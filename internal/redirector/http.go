@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -144,7 +143,7 @@ func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 	if vis := v.Get(fed.ParamVisited); vis != "" {
 		q.Visited = strings.Split(vis, ",")
 		if len(q.Visited) > maxVisited {
-			writeErr(w, http.StatusBadRequest, "locate: more than 64 visited redirectors")
+			writeErr(w, http.StatusBadRequest, "locate: more than 63 visited redirectors")
 			return
 		}
 	}
@@ -318,13 +317,20 @@ func (r *Redirector) redirectWrite(w http.ResponseWriter, req *http.Request, p s
 // redirect answers 307 to reps[0], with every replica as an RFC 6249 Link
 // and, when asked for, a Metalink 4 body.
 func (r *Redirector) redirect(w http.ResponseWriter, req *http.Request, reps []fed.Replica) {
-	q := req.URL.Query()
-	q.Del(fed.ParamTried)
+	// The query goes along byte for byte (tokens such as
+	// authz=Bearer%20... must not be re-encoded), less our tried=.
+	var keep []string
+	for _, kv := range strings.Split(req.URL.RawQuery, "&") {
+		if k, _, _ := strings.Cut(kv, "="); kv != "" && k != fed.ParamTried {
+			keep = append(keep, kv)
+		}
+	}
+	rawQuery := strings.Join(keep, "&")
 	target := func(u string) string {
-		if len(q) == 0 {
+		if rawQuery == "" {
 			return u
 		}
-		return u + "?" + q.Encode()
+		return u + "?" + rawQuery
 	}
 	for i, x := range reps {
 		w.Header().Add("Link", fmt.Sprintf("<%s>; rel=duplicate; pri=%d", target(x.URL), i+1))
@@ -372,8 +378,7 @@ type metalink struct {
 
 // writeMetalink writes an RFC 5854 document listing the replicas.
 func writeMetalink(w io.Writer, p string, reps []fed.Replica, target func(string) string) error {
-	name, _ := url.PathUnescape(path.Base(p))
-	f := mlFile{Name: name}
+	f := mlFile{Name: path.Base(p)}                  // p is decoded already
 	if !reps[0].IsDir && !reps[0].ModTime.IsZero() { // a located file, not a write target
 		s := reps[0].Size
 		f.Size = &s

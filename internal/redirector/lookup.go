@@ -71,6 +71,9 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 			r.cache.dropHosts(q.Path, q.Tried)
 		}
 		reps, negBelow, negEverywhere := r.cache.get(q.Path, gen)
+		// A child escalating must not get back what it told us itself:
+		// it knows better (it may have lost that member since).
+		reps = slices.DeleteFunc(reps, func(c cached) bool { return relayedBy(c, q.Visited) })
 		switch {
 		case len(reps) > 0:
 			return Result{Status: fed.Found, Replicas: plain(reps), Cached: true}
@@ -82,7 +85,7 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 	}
 	// Concurrent lookups of one path collapse into one; the lookup runs on
 	// its own clock so that one impatient client does not fail the others.
-	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below)
+	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below) + "\x00" + strconv.Itoa(q.Hops)
 	ch := r.sf.DoChan(key, func() (any, error) {
 		// Not cancelled when resolve returns: members that answer after
 		// the first replica still fill the cache, until the timeout or
@@ -102,6 +105,22 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 	case <-ctx.Done():
 		return Result{Status: fed.Unavailable, Errors: []string{"client gave up: " + ctx.Err().Error()}}
 	}
+}
+
+// relayedBy reports whether a cached replica came through one of ids.
+func relayedBy(c cached, ids []string) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	if slices.Contains(ids, c.from) {
+		return true
+	}
+	for _, v := range c.Via {
+		if slices.Contains(ids, v) {
+			return true
+		}
+	}
+	return false
 }
 
 func triedKey(t map[string]bool) string {
@@ -132,6 +151,14 @@ type answer struct {
 // late counts the work that goes on after resolve returns.
 func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup) Result {
 	cands, excluded, gen := r.reg.candidates(q.Path, q.Visited, false)
+	if q.Hops <= 1 || len(q.Visited) >= maxVisited {
+		// Out of hops: redirectors below cannot be asked; what they hold
+		// is unknown, not absent (nothing negative is cached).
+		n := len(cands)
+		cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.Role == fed.RoleRedirector })
+		excluded = excluded || len(cands) < n
+	}
+	covered := len(cands) > 0 || excluded
 	var pos []cached
 	var errs []string
 	unknown := false
@@ -156,7 +183,9 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 	}
 	// A complete "no": every member that might have it said so, and the
 	// hierarchy above too. Cached only when nobody was left out.
-	if !excluded && len(q.Tried) == 0 && (!escalate || parentMiss) {
+	// Paths no member covers are not remembered: any client could fill
+	// the cache with them.
+	if covered && !excluded && len(q.Tried) == 0 && (!escalate || parentMiss) && len(q.Path) <= maxNegativeKey {
 		r.cache.putMissing(q.Path, gen, escalate || len(r.opts.Parents) == 0)
 	}
 	return Result{Status: fed.NotFound, Errors: errs}
@@ -171,6 +200,10 @@ func (r *Redirector) mayEscalate(q Query) bool {
 
 // maxVisited bounds a query's visited list (the API refuses longer ones).
 const maxVisited = 63
+
+// maxNegativeKey: longer paths are never cached as "not found" (bounds
+// what hostile lookups can make a redirector keep).
+const maxNegativeKey = 512
 
 func dropTried(reps []cached, tried map[string]bool) []cached {
 	if len(tried) == 0 {
@@ -200,7 +233,11 @@ func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate,
 			unknown = true
 		case a.loc.Status == fed.Found:
 			for _, rep := range a.loc.Replicas {
-				pos = append(pos, cached{Replica: rep, from: a.from})
+				// A host the client failed with is no answer (and is not
+				// cached again).
+				if !q.Tried[fed.HostOf(rep.URL)] {
+					pos = append(pos, cached{Replica: rep, from: a.from})
+				}
 			}
 		case a.loc.Status == fed.Unavailable:
 			unknown = true
@@ -238,10 +275,13 @@ loop:
 			for ; n > 0; n-- {
 				select {
 				case a := <-answers:
-					if a.err == nil && a.loc.Status == fed.Found {
+					// Unless the member was lost meanwhile.
+					if a.err == nil && a.loc.Status == fed.Found && r.reg.has(a.from) {
 						var late []cached
 						for _, rep := range a.loc.Replicas {
-							late = append(late, cached{Replica: rep, from: a.from})
+							if !q.Tried[fed.HostOf(rep.URL)] {
+								late = append(late, cached{Replica: rep, from: a.from})
+							}
 						}
 						r.cache.putFound(q.Path, late)
 					}
@@ -276,7 +316,11 @@ func (r *Redirector) askParents(ctx context.Context, q Query) (pos []cached, err
 				unknown = true
 			case a.loc.Status == fed.Found:
 				for _, rep := range a.loc.Replicas {
-					pos = append(pos, cached{Replica: rep, from: ""})
+					// What came back through this redirector is its own
+					// members' answer, which it already has.
+					if !slices.Contains(rep.Via, r.opts.ID) && !q.Tried[fed.HostOf(rep.URL)] {
+						pos = append(pos, cached{Replica: rep, from: ""})
+					}
 				}
 			case a.loc.Status == fed.Unavailable:
 				unknown = true
@@ -300,15 +344,10 @@ func (r *Redirector) ask(ctx context.Context, c candidate, q Query) (fed.Located
 		r.reg.setHealth(c.ID, err)
 		return loc, err
 	}
-	if c.Role == fed.RoleRedirector && (q.Hops <= 1 || len(q.Visited) >= maxVisited) {
-		// Out of hops: a redirector below cannot be asked any more.
-		return fed.Located{Version: fed.Version, Path: q.Path, Status: fed.NotFound}, nil
-	}
 	sub := q
 	sub.Scope = fed.ScopeDown
 	sub.Hops = q.Hops - 1
 	sub.Visited = append(slices.Clip(q.Visited), r.opts.ID)
-	sub.Tried = nil
 	return r.fetchLocate(ctx, c.URL, sub)
 }
 

@@ -120,7 +120,7 @@ func New(o Options) (*Redirector, error) {
 		o.MissLimit = 3
 	}
 	if o.CacheEntries <= 0 {
-		o.CacheEntries = 1 << 20
+		o.CacheEntries = 1 << 18
 	}
 	if o.Select == "" {
 		o.Select = "load"
@@ -239,6 +239,7 @@ func (r *Redirector) sweeper() {
 	defer close(r.done)
 	tick := time.NewTicker(min(r.opts.Heartbeat/2, time.Second))
 	defer tick.Stop()
+	lastPurge := r.now()
 	for {
 		select {
 		case <-r.stop:
@@ -246,6 +247,10 @@ func (r *Redirector) sweeper() {
 		case <-tick.C:
 		}
 		now := r.now()
+		if now.Sub(lastPurge) >= 30*time.Second {
+			r.cache.purgeExpired()
+			lastPurge = now
+		}
 		for _, id := range r.reg.sweep(now.Add(-r.deadAfter()), now.Add(-time.Hour)) {
 			r.cache.dropMember(id)
 			r.log.Warn("member lost: no heartbeat", "member", id, "after", r.deadAfter())
@@ -264,10 +269,12 @@ func (r *Redirector) Heartbeat(m fed.Member) fed.HeartbeatReply {
 	m.URL = fed.BaseURL(m.URL)
 	fresh, changed, drained, removed := r.reg.heartbeat(m, r.now())
 	if fresh && !removed {
-		r.cache.dropMember(m.ID) // a restarted member may hold other files now
 		r.log.Info("member joined", "member", m.ID, "role", m.Role, "url", m.URL, "exports", len(m.Exports))
 	}
 	if changed && !removed {
+		// A restarted member, other exports, or a child redirector whose
+		// members changed: what it told us before may be wrong now.
+		r.cache.dropMember(m.ID)
 		r.beatParents()
 	}
 	return fed.HeartbeatReply{

@@ -202,6 +202,7 @@ func (r *registry) setHealth(id string, err error) {
 type candidate struct {
 	fed.Member
 	static   bool
+	failing  bool // a static member whose last probe failed
 	writable bool // a writable export covers the path
 }
 
@@ -226,7 +227,7 @@ func (r *registry) candidates(path string, exclude []string, withDrained bool) (
 			excluded = true
 			continue
 		}
-		c := candidate{Member: m.Member, static: m.static, writable: writable}
+		c := candidate{Member: m.Member, static: m.static, failing: m.failing, writable: writable}
 		c.Drained = m.drained
 		out = append(out, c)
 	}
@@ -310,4 +311,11 @@ func (r *registry) load(id string) (fed.Load, bool) {
 		return m.Load, true
 	}
 	return fed.Load{}, false
+}
+
+// has reports whether id is a member.
+func (r *registry) has(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.members[id] != nil
 }

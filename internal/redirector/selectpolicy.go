@@ -74,7 +74,7 @@ func (r *Redirector) writeTargets(path string, tried map[string]bool) (targets [
 	cands, _, _ := r.reg.candidates(path, nil, true)
 	for _, c := range cands {
 		covered = true
-		if !c.writable || c.Drained || tried[fed.HostOf(c.URL)] {
+		if !c.writable || c.Drained || c.failing || tried[fed.HostOf(c.URL)] {
 			continue
 		}
 		targets = append(targets, c)
