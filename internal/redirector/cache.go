@@ -13,7 +13,8 @@ import (
 // losing that member forgets what it said.
 type cached struct {
 	fed.Replica
-	from string
+	from    string
+	expires time.Time // set by putFound
 }
 
 type entry struct {
@@ -60,15 +61,27 @@ func (c *locCache) get(path string, gen uint64) (reps []cached, negBelow, negEve
 	if len(e.replicas) == 0 {
 		return nil, true, e.everywhere
 	}
+	now := c.now()
+	e.replicas = slices.DeleteFunc(e.replicas, func(x cached) bool { return now.After(x.expires) })
+	if len(e.replicas) == 0 {
+		delete(c.m, path)
+		return nil, false, false
+	}
 	return slices.Clone(e.replicas), false, false
 }
 
 // putFound merges replicas into path's entry (a later answer adds to an
-// earlier one; the expiry restarts).
-func (c *locCache) putFound(path string, reps []cached) {
+// earlier one; the expiry restarts), for the positive TTL or ttl if
+// shorter (answers relayed by a parent: this redirector cannot see that
+// member go).
+func (c *locCache) putFound(path string, reps []cached, ttl time.Duration) {
 	if c.pos <= 0 || len(reps) == 0 {
 		return
 	}
+	if ttl <= 0 || ttl > c.pos {
+		ttl = c.pos
+	}
+	exp := c.now().Add(ttl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[path]
@@ -77,6 +90,7 @@ func (c *locCache) putFound(path string, reps []cached) {
 		c.insert(path, e)
 	}
 	for _, r := range reps {
+		r.expires = exp
 		i := slices.IndexFunc(e.replicas, func(x cached) bool { return x.URL == r.URL })
 		if i >= 0 {
 			e.replicas[i] = r
@@ -84,7 +98,12 @@ func (c *locCache) putFound(path string, reps []cached) {
 			e.replicas = append(e.replicas, r)
 		}
 	}
-	e.expires = c.now().Add(c.pos)
+	e.expires = exp
+	for _, r := range e.replicas {
+		if r.expires.After(e.expires) {
+			e.expires = r.expires
+		}
+	}
 }
 
 // putMissing caches "not found" (gen: the registry generation the lookup

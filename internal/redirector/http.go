@@ -270,7 +270,7 @@ func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p st
 		}
 		reps = ws
 	}
-	r.redirect(w, req, reps)
+	r.redirect(w, req, p, reps)
 }
 
 func (r *Redirector) unavailable(w http.ResponseWriter, p string, errs []string) {
@@ -311,12 +311,12 @@ func (r *Redirector) redirectWrite(w http.ResponseWriter, req *http.Request, p s
 	for i, t := range targets {
 		reps[i] = fed.Replica{URL: fed.FileURL(t.URL, p), Member: t.ID}
 	}
-	r.redirect(w, req, reps[:min(len(reps), 4)])
+	r.redirect(w, req, p, reps[:min(len(reps), 4)])
 }
 
 // redirect answers 307 to reps[0], with every replica as an RFC 6249 Link
 // and, when asked for, a Metalink 4 body.
-func (r *Redirector) redirect(w http.ResponseWriter, req *http.Request, reps []fed.Replica) {
+func (r *Redirector) redirect(w http.ResponseWriter, req *http.Request, p string, reps []fed.Replica) {
 	// The query goes along byte for byte (tokens such as
 	// authz=Bearer%20... must not be re-encoded), less our tried=.
 	var keep []string
@@ -342,7 +342,7 @@ func (r *Redirector) redirect(w http.ResponseWriter, req *http.Request, reps []f
 		w.Header().Set("Content-Type", "application/metalink4+xml")
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		if req.Method != http.MethodHead {
-			_ = writeMetalink(w, req.URL.Path, reps, target)
+			_ = writeMetalink(w, p, reps, target)
 		}
 		return
 	}

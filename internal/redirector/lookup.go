@@ -265,7 +265,7 @@ loop:
 		errs = append(errs, fmt.Sprintf("%d member(s) did not answer in %v", pending, r.opts.LookupTimeout))
 	}
 	if len(pos) > 0 {
-		r.cache.putFound(q.Path, pos)
+		r.cache.putFound(q.Path, pos, 0)
 	}
 	if pending > 0 {
 		// Late positives become alternates for the next client.
@@ -283,7 +283,7 @@ loop:
 								late = append(late, cached{Replica: rep, from: a.from})
 							}
 						}
-						r.cache.putFound(q.Path, late)
+						r.cache.putFound(q.Path, late, 0)
 					}
 				case <-ctx.Done():
 					return
@@ -331,7 +331,9 @@ func (r *Redirector) askParents(ctx context.Context, q Query) (pos []cached, err
 		}
 	}
 	if len(pos) > 0 {
-		r.cache.putFound(q.Path, pos)
+		// Kept no longer than this redirector keeps a silent member: the
+		// parent forgets a lost server, but cannot tell us.
+		r.cache.putFound(q.Path, pos, r.deadAfter())
 	}
 	return pos, errs, unknown
 }

@@ -74,13 +74,21 @@ func (r *Redirector) writeTargets(path string, tried map[string]bool) (targets [
 	cands, _, _ := r.reg.candidates(path, nil, true)
 	for _, c := range cands {
 		covered = true
-		if !c.writable || c.Drained || c.failing || tried[fed.HostOf(c.URL)] {
+		if !c.writable || c.Drained || tried[fed.HostOf(c.URL)] {
 			continue
 		}
 		targets = append(targets, c)
 	}
 	rand.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 	slices.SortStableFunc(targets, func(a, b candidate) int {
+		// A static member whose last probe failed comes last (only a
+		// probe can clear that, so it is not left out for good).
+		if a.failing != b.failing {
+			if a.failing {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(r.matches(b.Labels), r.matches(a.Labels)); c != 0 {
 			return c
 		}
