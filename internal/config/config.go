@@ -18,6 +18,7 @@ import (
 type Config struct {
 	Server     Server     `yaml:"server"`
 	Redirector Redirector `yaml:"redirector"`
+	Cache      Cache      `yaml:"cache"`
 	Log        Log        `yaml:"log"`
 }
 
@@ -115,6 +116,7 @@ func Default() Config {
 			Federation:      Federation{Heartbeat: 5 * time.Second},
 		},
 		Redirector: DefaultRedirector(),
+		Cache:      DefaultCache(),
 		Log:        Log{Level: "info", Format: "text"},
 	}
 }

@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -73,7 +74,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 		if r.Method == http.MethodHead {
 			return nil
 		}
-		return sendRange(w, f, 0, fi.Size)
+		return sendRange(r.Context(), w, f, 0, fi.Size)
 	}
 	ranges, err := httprange.Parse(rangeHdr, fi.Size, h.opts.MaxRanges)
 	if err != nil {
@@ -91,7 +92,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 		if r.Method == http.MethodHead {
 			return nil
 		}
-		return sendRange(w, f, rg.Start, rg.Length)
+		return sendRange(r.Context(), w, f, rg.Start, rg.Length)
 	}
 	// Several ranges asked: always multipart, even if only one survived, so
 	// the client parses one shape for one kind of request.
@@ -102,12 +103,44 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	return sendMultipart(w, f, mp, ranges)
+	if fl, ok := f.(storage.Filler); ok {
+		// A cache: every missing part in one go (one upstream vector read).
+		spans := make([]storage.Span, len(ranges))
+		for i, rg := range ranges {
+			spans[i] = storage.Span{Off: rg.Start, Len: rg.Length}
+		}
+		if err := fl.Fill(r.Context(), spans); err != nil {
+			return err
+		}
+	}
+	return sendMultipart(r.Context(), w, f, mp, ranges)
 }
+
+// fillChunk is how much of a range a Filler is asked for at a time while
+// it is sent: the client gets the first bytes early, the rest follows.
+const fillChunk = 8 << 20
 
 // sendRange copies [off, off+n) to w: with sendfile when the backend hands
 // out an *os.File and w reaches a TCP connection, else through a buffer.
-func sendRange(w io.Writer, f storage.File, off, n int64) error {
+// A Filler's bytes are made local chunk by chunk ahead of the copy.
+func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n int64) error {
+	if fl, ok := f.(storage.Filler); ok {
+		for done := int64(0); done < n; {
+			k := min(fillChunk, n-done)
+			if err := fl.Fill(ctx, []storage.Span{{Off: off + done, Len: k}}); err != nil {
+				return err
+			}
+			if err := copyRange(w, f, off+done, k); err != nil {
+				return err
+			}
+			done += k
+		}
+		return nil
+	}
+	return copyRange(w, f, off, n)
+}
+
+func copyRange(w io.Writer, f storage.File, off, n int64) error {
 	var src io.Reader
 	if of, ok := f.(storage.OSFile); ok {
 		// Our own descriptor: seeking it races with nobody.
@@ -128,7 +161,7 @@ func sendRange(w io.Writer, f storage.File, off, n int64) error {
 
 // sendMultipart writes the parts. Small parts are pread straight into a
 // 256 KiB response buffer; large ones flush it and go by sendfile.
-func sendMultipart(w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range) error {
+func sendMultipart(ctx context.Context, w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var hdr []byte
 	for i, rg := range ranges {
@@ -140,7 +173,7 @@ func sendMultipart(w io.Writer, f storage.File, mp *httprange.Multipart, ranges 
 			if err := bw.Flush(); err != nil {
 				return err
 			}
-			if err := sendRange(w, f, rg.Start, rg.Length); err != nil {
+			if err := sendRange(ctx, w, f, rg.Start, rg.Length); err != nil {
 				return err
 			}
 			continue

@@ -63,6 +63,18 @@ type OSFile interface {
 	OSFile() *os.File
 }
 
+// Span is a byte range: Len bytes from Off.
+type Span struct{ Off, Len int64 }
+
+// Filler is an optional capability of a File whose bytes may not all be
+// local yet (a cache): Fill makes the spans readable through ReadAt and
+// the OSFile, fetching what is missing (all spans of one call in as few
+// upstream requests as it can). A front-end calls it before it reads;
+// ReadAt alone also works, one span at a time.
+type Filler interface {
+	Fill(ctx context.Context, spans []Span) error
+}
+
 // CreateOptions control an upload.
 type CreateOptions struct {
 	// NoReplace makes Commit fail with ErrExist when the target exists
