@@ -49,7 +49,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
-		newServerCmd(), newRedirectorCmd(), newLocateCmd(), newTopologyCmd(), newAdminCmd(),
+		newServerCmd(), newRedirectorCmd(), newCacheCmd(), newLocateCmd(), newTopologyCmd(), newAdminCmd(),
 		newDemoCmd(),
 		newWanCmd(),
 		newBenchCmd(),

@@ -80,6 +80,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusRequestedRangeNotSatisfiable, err.Error()
 	case errors.Is(err, storage.ErrUnsupported):
 		return http.StatusNotImplemented, err.Error()
+	case errors.Is(err, storage.ErrUpstreamTimeout):
+		return http.StatusGatewayTimeout, err.Error()
+	case errors.Is(err, storage.ErrUpstream):
+		return http.StatusBadGateway, err.Error()
 	case isCancel(err):
 		return 499, "client closed request"
 	}

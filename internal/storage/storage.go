@@ -32,6 +32,11 @@ var (
 	ErrReadOnly    = errors.New("read-only export")
 	ErrUnsupported = errors.New("operation not supported")
 	ErrShortWrite  = errors.New("upload incomplete")
+	// ErrUpstream and ErrUpstreamTimeout: a backend that reads from
+	// another server (a cache) could not get an answer, or not in time
+	// (HTTP 502 and 504).
+	ErrUpstream        = errors.New("upstream failed")
+	ErrUpstreamTimeout = errors.New("upstream timed out")
 )
 
 // FileInfo describes a file or directory. Name is the base name; Path the

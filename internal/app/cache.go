@@ -1,0 +1,198 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/cache"
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// Cache is the cache role: the same HTTP front-end as a server, over the
+// cache backend, plus /api/v1/cache/stats.
+type Cache struct {
+	cfg     config.Cache
+	log     *slog.Logger
+	core    *cache.Cache
+	http    *http.Server
+	data    *httpserve.Handler
+	metrics *metrics.HTTP
+	url     atomic.Pointer[string]
+	joiner  *fed.Joiner
+}
+
+// NewCache opens the cache directory (its contents come back) and builds
+// the front-end.
+func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*Cache, error) {
+	if err := cfg.ValidateCache(); err != nil {
+		return nil, err
+	}
+	k := cfg.Cache
+	core, err := cache.New(cache.Options{
+		Upstream: k.Upstream, Dir: k.Dir, MaxSize: int64(k.MaxSize), BlockSize: int64(k.BlockSize),
+		Prefetch: k.Prefetch, Streams: k.Streams, MaxUpstream: k.MaxUpstream,
+		HighWatermark: k.HighWatermark, LowWatermark: k.LowWatermark, MinFreeDisk: k.MinFreeDisk, Pin: k.Pin,
+		Revalidate: k.Revalidate, StaleIfError: k.StaleIfError, VerifyAlways: k.Verify == "always",
+		ListTTL: k.ListTTL, Passthrough: k.Writes == "passthrough", StallTimeout: k.StallTimeout,
+		Log: log.With("component", "cache"), Registry: reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{cfg: k, log: log, core: core}
+	ns, err := storage.NewNamespace(storage.Export{Prefix: "", Backend: core.Backend()})
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
+	m := metrics.NewHTTP(reg, "cache")
+	c.metrics = m
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.data = httpserve.New(httpserve.Options{
+		Namespace: ns,
+		Auth:      auth.ExportPolicy{Rules: []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}},
+		Log:       log.With("component", "http"),
+		Metrics:   m,
+		MaxRanges: config.Default().Server.HTTP.MaxRanges,
+	})
+	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	statsH := core.StatsHandler()
+	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			switch r.URL.Path {
+			case "/metrics":
+				metricsH.ServeHTTP(w, r)
+				return
+			case "/healthz":
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok\n")
+				return
+			case "/api/v1/cache/stats":
+				statsH.ServeHTTP(w, r)
+				return
+			case "/api/v1/locate":
+				c.serveLocate(w, r)
+				return
+			}
+		}
+		dataH.ServeHTTP(w, r)
+	})
+	def := config.Default().Server
+	c.http = &http.Server{
+		Handler:           mux,
+		MaxHeaderBytes:    def.HTTP.MaxHeaderBytes,
+		ReadHeaderTimeout: def.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       def.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "net/http").Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				m.Connections.Inc()
+			case http.StateClosed, http.StateHijacked:
+				m.Connections.Dec()
+			}
+		},
+	}
+	if k.TLS.Enabled() {
+		cert, err := tls.LoadX509KeyPair(k.TLS.Cert, k.TLS.Key)
+		if err != nil {
+			core.Close()
+			return nil, fmt.Errorf("cache.tls: %w", err)
+		}
+		c.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return c, nil
+}
+
+// Core is the cache itself.
+func (c *Cache) Core() *cache.Cache { return c.core }
+
+// Serve serves on ln until ctx ends, then leaves the redirectors, shuts
+// down like a server and saves the cache's records.
+func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
+	u := advertised(c.cfg.Federation.Advertise, c.http.TLSConfig != nil, ln)
+	c.url.Store(&u)
+	if c.http.TLSConfig != nil {
+		ln = tls.NewListener(ln, c.http.TLSConfig)
+	}
+	c.log.Info("cache serving", "url", u, "upstream", c.cfg.Upstream, "dir", c.cfg.Dir, "max_size", int64(c.cfg.MaxSize))
+	if len(c.cfg.Federation.Join) > 0 {
+		c.joiner = fed.StartJoiner(fed.JoinOptions{
+			Parents: c.cfg.Federation.Join, Interval: c.cfg.Federation.Heartbeat, Token: c.cfg.Federation.Token,
+			Self: c.self, Log: c.log,
+		})
+	}
+	err := serveHTTP(ctx, c.log, c.http, ln, c.cfg.ShutdownTimeout, func(sctx context.Context) {
+		if c.joiner != nil {
+			c.joiner.Stop(sctx)
+		}
+	})
+	c.data.Close()
+	return err
+}
+
+// URL is the advertised URL (known once Serve has started).
+func (c *Cache) URL() string {
+	if u := c.url.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
+
+// Close saves the records and stops the purger.
+func (c *Cache) Close() error { return c.core.Close() }
+
+// self describes the cache to its redirectors: role cache, everything
+// under "/", read-only unless writes pass through.
+func (c *Cache) self() fed.Member {
+	id := c.cfg.Federation.ID
+	if id == "" {
+		id = c.URL()
+	}
+	free, total := fed.DiskSpace([]string{c.cfg.Dir})
+	return fed.Member{
+		ID: id, Instance: instance, Role: fed.RoleCache, URL: c.URL(),
+		Exports: []fed.Export{{Prefix: "/", ReadOnly: c.cfg.Writes != "passthrough"}},
+		Labels:  c.cfg.Federation.Labels, Priority: c.cfg.Federation.Priority, Software: "wanda " + Version,
+		Load: fed.Load{
+			Active:      int64(metrics.Value(c.metrics.InFlight)),
+			Connections: int64(metrics.Value(c.metrics.Connections)),
+			FreeBytes:   free, TotalBytes: total,
+		},
+	}
+}
+
+// serveLocate answers a redirector: found when the file is in the cache
+// (a cache does not ask its upstream on a redirector's behalf: its
+// upstream may be that redirector).
+func (c *Cache) serveLocate(w http.ResponseWriter, r *http.Request) {
+	p, err := fed.CleanLogical(r.URL.Query().Get(fed.ParamPath))
+	if err != nil || r.URL.Query().Get(fed.ParamPath) == "" {
+		fed.WriteError(w, http.StatusBadRequest, "locate: bad or missing path")
+		return
+	}
+	loc := fed.Located{Version: fed.Version, Path: p, Status: fed.NotFound}
+	if in, local, ok := c.core.Has(p); ok {
+		self := c.self()
+		loc.Status = fed.Found
+		loc.Replicas = []fed.Replica{{URL: fed.FileURL(self.URL, p), Member: self.ID, LocalPath: local,
+			Size: in.Size, ModTime: in.ModTime, Labels: self.Labels, Priority: self.Priority, Load: self.Load}}
+	}
+	fed.WriteJSON(w, http.StatusOK, loc)
+}

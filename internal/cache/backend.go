@@ -1,0 +1,252 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// Backend is the cache as a storage.Backend (names relative to the
+// upstream's root, as storage cleans them).
+func (c *Cache) Backend() storage.Backend { return (*backend)(c) }
+
+type backend Cache
+
+func (b *backend) c() *Cache { return (*Cache)(b) }
+
+func logical(name string) string { return "/" + name }
+
+// Stat answers from the cached record while it is fresh, else from the
+// upstream (kept list_ttl).
+func (b *backend) Stat(ctx context.Context, name string) (storage.FileInfo, error) {
+	c := b.c()
+	p := logical(name)
+	c.mu.Lock()
+	e := c.entries[p]
+	c.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		fresh := !e.gone && time.Since(e.rec.Validated) < c.opts.Revalidate
+		rec := e.rec
+		e.mu.Unlock()
+		if fresh {
+			return fileInfo(name, client.Info{Size: rec.Size, ModTime: rec.ModTime, ETag: rec.ETag}), nil
+		}
+	}
+	in, err := c.meta.stat(ctx, c, p)
+	if err != nil {
+		return storage.FileInfo{}, err
+	}
+	return fileInfo(name, in), nil
+}
+
+// fileInfo builds what the front-end shows. Inode carries a hash of the
+// upstream's validators, so the cache's ETag changes when the file does.
+func fileInfo(name string, in client.Info) storage.FileInfo {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%d|%s", in.Size, in.ModTime.UnixNano(), in.ETag)
+	base := name
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '/' {
+			base = name[i+1:]
+			break
+		}
+	}
+	mode := os.FileMode(0o444)
+	if in.IsDir {
+		mode = os.ModeDir | 0o555
+	}
+	return storage.FileInfo{Name: base, Path: name, Size: in.Size, ModTime: in.ModTime, IsDir: in.IsDir, Mode: mode, Inode: h.Sum64()}
+}
+
+// Open returns a handle on the cached file, revalidating it with the
+// upstream when its last check is older than Revalidate. When the
+// upstream cannot be asked, a cached file is served as it is
+// (StaleIfError).
+func (b *backend) Open(ctx context.Context, name string) (storage.File, error) {
+	c := b.c()
+	p := logical(name)
+	e, err := c.entry(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := os.Open(e.dataPath)
+	if err != nil {
+		e.release()
+		return nil, fmt.Errorf("cache disk: %w", err)
+	}
+	return &file{e: e, fd: fd, name: name}, nil
+}
+
+// entry finds or creates p's entry, revalidated, with a reference taken.
+func (c *Cache) entry(ctx context.Context, p string) (*entry, error) {
+	c.mu.Lock()
+	e := c.entries[p]
+	if e != nil {
+		e.mu.Lock()
+		fresh := !e.gone && time.Since(e.rec.Validated) < c.opts.Revalidate
+		if fresh {
+			e.refs++
+		}
+		e.mu.Unlock()
+		if fresh {
+			c.mu.Unlock()
+			c.met.hitsFiles.Inc()
+			return e, nil
+		}
+	}
+	c.mu.Unlock()
+
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	f, err := c.up.Open(ctx, c.fileURL(p))
+	c.release()
+	if err != nil {
+		err = upstreamErr(p, err)
+		if e != nil && c.opts.StaleIfError && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPermission) {
+			c.log.Warn("upstream unavailable, serving the cached copy", "path", p, "err", err)
+			c.met.stale.Inc()
+			e.mu.Lock()
+			ok := !e.gone
+			if ok {
+				e.refs++
+			}
+			e.mu.Unlock()
+			if ok {
+				return e, nil
+			}
+		}
+		if errors.Is(err, storage.ErrNotFound) && e != nil {
+			c.remove(e) // gone upstream: gone here
+		}
+		return nil, err
+	}
+	in := f.Info()
+	if in.IsDir {
+		return nil, fmt.Errorf("%s: %w", p, storage.ErrIsDir)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.entries[p]; cur != nil {
+		cur.mu.Lock()
+		same := !cur.gone && sameVersion(&cur.rec, in)
+		if same {
+			cur.rec.Validated = time.Now()
+			cur.dirty = true
+			if cur.up == nil {
+				cur.up = f
+			}
+			cur.refs++
+		}
+		cur.mu.Unlock()
+		if same {
+			c.met.hitsFiles.Inc()
+			return cur, nil
+		}
+		// Another version upstream: the old blocks go.
+		c.log.Info("upstream file changed; dropping its cached blocks", "path", p)
+		c.met.invalidated.Inc()
+		delete(c.entries, p)
+		c.used -= cur.drop()
+	}
+	ne, err := newEntry(c, p, in)
+	if err != nil {
+		return nil, fmt.Errorf("cache disk: %w", err)
+	}
+	ne.up = f
+	ne.refs = 1
+	c.entries[p] = ne
+	c.met.missesFiles.Inc()
+	return ne, nil
+}
+
+// remove drops an entry from the index and the disk.
+func (c *Cache) remove(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[e.path] == e {
+		delete(c.entries, e.path)
+		c.used -= e.drop()
+	}
+}
+
+// file is an open handle: its own descriptor on the data file (sendfile
+// seeks it), the entry for filling.
+type file struct {
+	e      *entry
+	fd     *os.File
+	name   string
+	next   atomic.Int64 // where a sequential reader goes next
+	closed atomic.Bool
+}
+
+func (f *file) Stat() (storage.FileInfo, error) {
+	f.e.mu.Lock()
+	rec := f.e.rec
+	f.e.mu.Unlock()
+	return fileInfo(f.name, client.Info{Size: rec.Size, ModTime: rec.ModTime, ETag: rec.ETag}), nil
+}
+
+// OSFile hands the data file to sendfile; the front-end calls Fill first.
+func (f *file) OSFile() *os.File { return f.fd }
+
+// Fill fetches what spans miss, and prefetches ahead of a sequential
+// reader.
+func (f *file) Fill(ctx context.Context, spans []storage.Span) error {
+	e, c := f.e, f.e.c
+	var want int64
+	for _, s := range spans {
+		want += s.Len
+	}
+	fetched, err := e.fill(ctx, spans)
+	c.met.served(want, fetched)
+	if err != nil {
+		return err
+	}
+	if len(spans) == 1 && c.opts.Prefetch > 0 {
+		s := spans[0]
+		bs := e.rec.BlockSize
+		if prev := f.next.Swap(s.Off + s.Len); prev == s.Off && s.Off > 0 || s.Len >= 2*bs {
+			// Sequential (this read starts where the last ended), or one
+			// large read: the next blocks will be wanted.
+			e.prefetch(int((s.Off+s.Len+bs-1)/bs), c.opts.Prefetch)
+		}
+	}
+	return nil
+}
+
+// ReadAt fills, then reads from the data file: any front-end works, one
+// range at a time.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	size := f.e.rec.Size
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), size-off)
+	if err := f.Fill(f.e.c.ctx(), []storage.Span{{Off: off, Len: n}}); err != nil {
+		return 0, err
+	}
+	m, err := f.fd.ReadAt(p[:n], off)
+	if err == nil && n < int64(len(p)) {
+		err = io.EOF
+	}
+	return m, err
+}
+
+func (f *file) Close() error {
+	if f.closed.Swap(true) {
+		return nil
+	}
+	f.e.release()
+	return f.fd.Close()
+}

@@ -1,0 +1,279 @@
+// Package cache is wanda's caching proxy (XCache-like): a storage.Backend
+// that reads files from an upstream server or redirector through the
+// client engine and keeps them, block by block, in sparse local files that
+// survive restarts. The HTTP front-end serves it like any backend; files
+// implement storage.Filler, so the front-end has the bytes it is about to
+// send fetched first (collapsed, in parallel, vector reads for many
+// ranges) and then sends them with sendfile like a server's.
+//
+// On disk, below Dir, each cached file is NAME.data (sparse, the
+// upstream's size) and NAME.json (the record: block bitmap, CRC-32C per
+// block, upstream size/ETag/mtime, access statistics), NAME a hash of the
+// logical path.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/fed"
+)
+
+// Options configure a Cache; see config.Cache for their meaning.
+type Options struct {
+	Upstream      string
+	Dir           string
+	MaxSize       int64
+	BlockSize     int64
+	Prefetch      int
+	Streams       int
+	MaxUpstream   int
+	HighWatermark float64
+	LowWatermark  float64
+	MinFreeDisk   float64
+	Pin           []string
+	Revalidate    time.Duration
+	StaleIfError  bool
+	// VerifyAlways checks a block's checksum every time it is served;
+	// otherwise once per block after it was loaded from disk.
+	VerifyAlways bool
+	ListTTL      time.Duration
+	// Passthrough sends writes to the upstream; otherwise they are refused.
+	Passthrough  bool
+	StallTimeout time.Duration
+	// Client reads the upstream; nil builds one. Its Policy.Stall is set
+	// from StallTimeout.
+	Client   *client.Client
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+	// PurgeInterval is how often the purger checks the watermarks (10 s
+	// when zero).
+	PurgeInterval time.Duration
+}
+
+// Cache is a running cache.
+type Cache struct {
+	opts     Options
+	up       *client.Client
+	upstream *url.URL
+	log      *slog.Logger
+	met      *metrics
+	sem      chan struct{} // upstream requests in flight
+
+	mu      sync.Mutex
+	entries map[string]*entry // by logical path
+	used    int64             // bytes of blocks present, all entries
+
+	meta *metaCache // stats and listings from upstream, briefly
+
+	base   context.Context // work for everyone; ends at Close
+	cancel context.CancelFunc
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	kick   chan struct{} // wakes the purger early
+}
+
+// New opens (or creates) the cache directory, loads the records found in
+// it, and starts the purger.
+func New(o Options) (*Cache, error) {
+	u, err := url.Parse(strings.TrimRight(o.Upstream, "/"))
+	if err != nil || fed.CheckBaseURL(o.Upstream) != nil {
+		return nil, fmt.Errorf("cache: upstream %q: want http(s)://host:port", o.Upstream)
+	}
+	if o.BlockSize <= 0 || o.MaxSize <= 0 || o.Dir == "" {
+		return nil, errors.New("cache: block size, max size and dir are required")
+	}
+	if o.Streams < 1 {
+		o.Streams = 1
+	}
+	if o.MaxUpstream < 1 {
+		o.MaxUpstream = 64
+	}
+	if o.PurgeInterval <= 0 {
+		o.PurgeInterval = 10 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Client == nil {
+		o.Client = client.New()
+	}
+	o.Client.Policy.Stall = o.StallTimeout
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache dir: %w", err)
+	}
+	c := &Cache{
+		opts: o, up: o.Client, upstream: u, log: o.Log,
+		sem:     make(chan struct{}, o.MaxUpstream),
+		entries: map[string]*entry{},
+		meta:    newMetaCache(o.ListTTL),
+		stop:    make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	c.base, c.cancel = context.WithCancel(context.Background())
+	c.met = newMetrics(o.Registry, c)
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	go c.purger()
+	return c, nil
+}
+
+// load reads every record below Dir: the cache comes back with its
+// contents after a restart. Unreadable records and their data go.
+func (c *Cache) load() error {
+	var n, bad int
+	err := filepath.WalkDir(c.opts.Dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(p, ".json.tmp"):
+			os.Remove(p) // a save that did not finish
+			return nil
+		case !strings.HasSuffix(p, ".json"):
+			return nil
+		}
+		rec, err := loadRecord(p)
+		if err == nil && rec != nil && rec.BlockSize != c.opts.BlockSize {
+			err = fmt.Errorf("block size %d, this cache uses %d", rec.BlockSize, c.opts.BlockSize)
+		}
+		data := strings.TrimSuffix(p, ".json") + ".data"
+		if err == nil && rec != nil {
+			if dp, _ := names(c.opts.Dir, rec.Path); dp != data {
+				err = errors.New("record of another path")
+			}
+		}
+		if err != nil || rec == nil {
+			c.log.Warn("dropping a cached file", "record", p, "err", err)
+			os.Remove(p)
+			os.Remove(data)
+			bad++
+			return nil
+		}
+		e, err := openEntry(c, rec)
+		if err != nil {
+			c.log.Warn("dropping a cached file", "record", p, "err", err)
+			os.Remove(p)
+			os.Remove(data)
+			bad++
+			return nil
+		}
+		c.entries[rec.Path] = e
+		c.used += e.bytes()
+		n++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache dir: %w", err)
+	}
+	c.log.Info("cache loaded", "files", n, "dropped", bad, "bytes", c.used, "dir", c.opts.Dir)
+	return nil
+}
+
+// Close saves every record and stops the purger. Open files stay readable
+// until closed.
+func (c *Cache) Close() error {
+	c.once.Do(func() {
+		close(c.stop)
+		<-c.done
+	})
+	c.mu.Lock()
+	es := make([]*entry, 0, len(c.entries))
+	for _, e := range c.entries {
+		es = append(es, e)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, e := range es {
+		if err := e.save(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileURL is the upstream URL of a logical path ("/store/a").
+func (c *Cache) fileURL(logical string) string {
+	return fed.FileURL(c.upstream.String(), logical)
+}
+
+// acquire takes an upstream request slot (bounded concurrency: a stalled
+// upstream cannot take every worker), or fails with ctx.
+func (c *Cache) acquire(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cache) release() { <-c.sem }
+
+// addUsed accounts for blocks written or dropped, and wakes the purger
+// above the high watermark.
+func (c *Cache) addUsed(n int64) {
+	c.mu.Lock()
+	c.used += n
+	over := float64(c.used) > c.opts.HighWatermark*float64(c.opts.MaxSize)
+	c.mu.Unlock()
+	if over {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pinned reports whether a logical path is under a pinned prefix.
+func (c *Cache) pinned(p string) bool {
+	for _, pre := range c.opts.Pin {
+		if fed.Covers(pre, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether a logical file is in the cache (some of its blocks,
+// of the version last validated), with its upstream size and mtime and
+// the local data file.
+func (c *Cache) Has(p string) (in FileVersion, local string, ok bool) {
+	c.mu.Lock()
+	e := c.entries[p]
+	c.mu.Unlock()
+	if e == nil {
+		return FileVersion{}, "", false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return FileVersion{}, "", false
+	}
+	return FileVersion{Size: e.rec.Size, ModTime: e.rec.ModTime, ETag: e.rec.ETag}, e.dataPath, true
+}
+
+// FileVersion is an upstream file's validators.
+type FileVersion struct {
+	Size    int64
+	ModTime time.Time
+	ETag    string
+}
