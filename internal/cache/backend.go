@@ -186,7 +186,6 @@ type file struct {
 	e      *entry
 	fd     *os.File
 	name   string
-	next   atomic.Int64 // where a sequential reader goes next
 	closed atomic.Bool
 }
 
@@ -216,8 +215,9 @@ func (f *file) Fill(ctx context.Context, spans []storage.Span) error {
 	if len(spans) == 1 && c.opts.Prefetch > 0 {
 		s := spans[0]
 		bs := e.rec.BlockSize
-		if prev := f.next.Swap(s.Off + s.Len); prev == s.Off && s.Off > 0 || s.Len >= 2*bs {
-			// Sequential (this read starts where the last ended), or one
+		if prev := e.next.Swap(s.Off + s.Len); prev == s.Off && s.Off > 0 || s.Len >= 2*bs {
+			// Sequential (this read starts where the last read of the
+			// file ended, in this request or the previous one), or one
 			// large read: the next blocks will be wanted.
 			e.prefetch(int((s.Off+s.Len+bs-1)/bs), c.opts.Prefetch)
 		}

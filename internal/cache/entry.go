@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/client"
@@ -38,6 +39,9 @@ type entry struct {
 	refs       int
 	gone       bool // evicted or replaced: no new handles, no new blocks
 	dirty      bool
+	// next is where the last read of the file ended: a read starting
+	// there is sequential (HTTP readers send one request per read).
+	next atomic.Int64
 }
 
 // fetchOp is one block being fetched; waiters wait on done.
