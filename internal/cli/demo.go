@@ -107,6 +107,9 @@ func newDemoCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
+			if err := runCacheDemo(ctx, out, logw, dir, far); err != nil {
+				return err
+			}
 			if err := runFedDemo(ctx, out, logw, dir); err != nil {
 				return err
 			}
