@@ -286,6 +286,14 @@ func (t *HTTPTransport) Stat(ctx context.Context, u *url.URL, want []string, dir
 	if in.Size < 0 {
 		return in, fmt.Errorf("HEAD %s: %w", u.Redacted(), errNoLength)
 	}
+	if in.ETag == "" && in.ModTime.IsZero() && !dir {
+		// No validator at all (XrdHttp answers HEAD so): a cache could
+		// not tell a replaced file of the same size. WebDAV servers give
+		// the mtime in PROPFIND.
+		if din, err := t.statDAV(ctx, u, false); err == nil && !din.IsDir && din.Size == in.Size {
+			in.ModTime, in.ETag = din.ModTime, din.ETag
+		}
+	}
 	return in, nil
 }
 

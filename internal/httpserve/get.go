@@ -53,7 +53,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	hdr := w.Header()
 	etag := ETag(fi)
 	hdr.Set("ETag", etag)
-	hdr.Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
+	if !fi.ModTime.IsZero() {
+		// Unknown (a cache of an upstream that gave none): no date at
+		// all rather than year 1, which would satisfy any condition.
+		hdr.Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
+	}
 	hdr.Set("Accept-Ranges", "bytes")
 	if err := h.addDigests(r, hdr, t); err != nil {
 		return err
@@ -217,7 +221,7 @@ func checkConditions(w http.ResponseWriter, r *http.Request, etag string, mod ti
 		}
 		return false
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !mod.IsZero() {
 		if t, err := http.ParseTime(ims); err == nil && !mod.Truncate(time.Second).After(t) {
 			w.WriteHeader(http.StatusNotModified)
 			return true
@@ -239,7 +243,7 @@ func ifRangeHolds(r *http.Request, etag string, mod time.Time) bool {
 		return false // weak tags never validate a range
 	}
 	t, err := http.ParseTime(ir)
-	return err == nil && mod.Truncate(time.Second).Equal(t)
+	return err == nil && !mod.IsZero() && mod.Truncate(time.Second).Equal(t)
 }
 
 // etagListMatch implements the comparison of If-Match / If-None-Match lists;
