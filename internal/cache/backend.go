@@ -74,16 +74,36 @@ func fileInfo(name string, in client.Info) storage.FileInfo {
 func (b *backend) Open(ctx context.Context, name string) (storage.File, error) {
 	c := b.c()
 	p := logical(name)
-	e, err := c.entry(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := os.Open(e.dataPath)
-	if err != nil {
+	for try := 0; ; try++ {
+		e, err := c.entry(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		fd, err := os.Open(e.dataPath)
+		if err != nil {
+			e.release()
+			if try < 3 && errors.Is(err, os.ErrNotExist) {
+				continue // replaced or purged just now
+			}
+			return nil, fmt.Errorf("cache disk: %w", err)
+		}
+		// The name may already be another version's file (replaced
+		// between entry and Open): its blocks are not this entry's.
+		if sameFile(fd, e.data) {
+			return &file{e: e, fd: fd, name: name}, nil
+		}
+		fd.Close()
 		e.release()
-		return nil, fmt.Errorf("cache disk: %w", err)
+		if try >= 3 {
+			return nil, fmt.Errorf("%s: %w: changing too fast upstream", p, storage.ErrUpstream)
+		}
 	}
-	return &file{e: e, fd: fd, name: name}, nil
+}
+
+func sameFile(a, b *os.File) bool {
+	ai, err1 := a.Stat()
+	bi, err2 := b.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(ai, bi)
 }
 
 // entry finds or creates p's entry, revalidated, with a reference taken.
@@ -105,14 +125,16 @@ func (c *Cache) entry(ctx context.Context, p string) (*entry, error) {
 	}
 	c.mu.Unlock()
 
-	if err := c.acquire(ctx); err != nil {
-		return nil, err
+	var f *client.File
+	err := errUpstreamDown
+	if e == nil || !c.opts.StaleIfError || !c.down() {
+		f, err = c.openUpstream(ctx, p)
 	}
-	f, err := c.up.Open(ctx, c.fileURL(p))
-	c.release()
 	if err != nil {
-		err = upstreamErr(p, err)
-		if e != nil && c.opts.StaleIfError && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPermission) {
+		if !errors.Is(err, errUpstreamDown) {
+			err = upstreamErr(p, err)
+		}
+		if e != nil && c.opts.StaleIfError && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPermission) && !isCancel(err) {
 			c.log.Warn("upstream unavailable, serving the cached copy", "path", p, "err", err)
 			c.met.stale.Inc()
 			e.mu.Lock()
@@ -127,6 +149,9 @@ func (c *Cache) entry(ctx context.Context, p string) (*entry, error) {
 		}
 		if errors.Is(err, storage.ErrNotFound) && e != nil {
 			c.remove(e) // gone upstream: gone here
+		}
+		if errors.Is(err, errUpstreamDown) {
+			err = fmt.Errorf("%s: %w: the upstream failed moments ago", p, storage.ErrUpstream)
 		}
 		return nil, err
 	}
@@ -168,6 +193,46 @@ func (c *Cache) entry(ctx context.Context, p string) (*entry, error) {
 	c.entries[p] = ne
 	c.met.missesFiles.Inc()
 	return ne, nil
+}
+
+// errUpstreamDown: the upstream failed moments ago; not asked again yet.
+var errUpstreamDown = errors.New("upstream down")
+
+// downFor is how long after an upstream failure cached files are served
+// stale without asking it again (each try would cost the reader a
+// timeout).
+const downFor = 5 * time.Second
+
+func (c *Cache) down() bool { return time.Now().UnixNano() < c.downUntil.Load() }
+
+// openUpstream asks the upstream about p: concurrent opens of one path
+// share one request.
+func (c *Cache) openUpstream(ctx context.Context, p string) (*client.File, error) {
+	ch := c.opens.DoChan(p, func() (any, error) {
+		// For every waiter: not one requester's context.
+		if err := c.acquire(c.ctx()); err != nil {
+			return nil, err
+		}
+		defer c.release()
+		f, err := c.up.Open(c.ctx(), c.fileURL(p))
+		if err != nil && !errors.Is(err, client.ErrNotFound) && !errors.Is(err, client.ErrForbidden) && !isCancel(err) {
+			c.downUntil.Store(time.Now().Add(downFor).UnixNano())
+		}
+		return f, err
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*client.File), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled)
 }
 
 // remove drops an entry from the index and the disk.

@@ -22,9 +22,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -77,12 +79,17 @@ type Cache struct {
 
 	meta *metaCache // stats and listings from upstream, briefly
 
-	base   context.Context // work for everyone; ends at Close
-	cancel context.CancelFunc
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	kick   chan struct{} // wakes the purger early
+	fetches sync.WaitGroup     // fetch goroutines, waited for at Close
+	opens   singleflight.Group // concurrent opens of one path: one upstream stat
+	// downUntil: after an upstream failure, cached files are served
+	// stale without asking again until then.
+	downUntil atomic.Int64
+	base      context.Context // work for everyone; ends at Close
+	cancel    context.CancelFunc
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+	kick      chan struct{} // wakes the purger early
 }
 
 // New opens (or creates) the cache directory, loads the records found in
@@ -114,6 +121,8 @@ func New(o Options) (*Cache, error) {
 		o.Client = client.New()
 	}
 	o.Client.Policy.Stall = o.StallTimeout
+	// A reader waits for at most two stalls, not the engine's five tries.
+	o.Client.Policy.Attempts = 2
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
@@ -191,10 +200,16 @@ func (c *Cache) load() error {
 // Close saves every record and stops the purger. Open files stay readable
 // until closed.
 func (c *Cache) Close() error {
+	first := false
 	c.once.Do(func() {
+		first = true
 		close(c.stop)
-		<-c.done
+		<-c.done // the purger cancels the fetches' context
+		c.fetches.Wait()
 	})
+	if !first {
+		return nil
+	}
 	c.mu.Lock()
 	es := make([]*entry, 0, len(c.entries))
 	for _, e := range c.entries {
@@ -206,8 +221,23 @@ func (c *Cache) Close() error {
 		if err := e.save(); err != nil {
 			errs = append(errs, err)
 		}
+		e.mu.Lock()
+		if e.refs == 0 && !e.gone {
+			e.gone = true // no handle left: nothing will read it again
+			e.data.Close()
+		}
+		e.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// goFetch runs a fetch in the background, counted for Close.
+func (c *Cache) goFetch(f func()) {
+	c.fetches.Add(1)
+	go func() {
+		defer c.fetches.Done()
+		f()
+	}()
 }
 
 // fileURL is the upstream URL of a logical path ("/store/a").

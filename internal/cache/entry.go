@@ -42,7 +42,13 @@ type entry struct {
 	// next is where the last read of the file ended: a read starting
 	// there is sequential (HTTP readers send one request per read).
 	next atomic.Int64
+	// sem bounds this file's upstream requests.
+	sem chan struct{}
 }
+
+// perFileUpstream is how many upstream requests one file may have in
+// flight beyond its streams (prefetch alongside a demand read).
+const perFileUpstream = 2
 
 // fetchOp is one block being fetched; waiters wait on done.
 type fetchOp struct {
@@ -64,7 +70,7 @@ func openEntry(c *Cache, rec *record) (*entry, error) {
 	n := nblocks(rec.Size, rec.BlockSize)
 	return &entry{c: c, path: rec.Path, dataPath: dp, recPath: rp, rec: *rec,
 		verified: make([]uint64, (n+63)/64), prefetched: make([]uint64, (n+63)/64),
-		inflight: map[int]*fetchOp{}, data: f}, nil
+		inflight: map[int]*fetchOp{}, data: f, sem: make(chan struct{}, c.opts.Streams+perFileUpstream)}, nil
 }
 
 // newEntry creates an empty cached file for an upstream version. An old
@@ -92,7 +98,7 @@ func newEntry(c *Cache, logical string, in client.Info) (*entry, error) {
 			BlockSize: c.opts.BlockSize, Have: make([]uint64, (n+63)/64), Sums: make([]uint32, n),
 			Validated: now, Accessed: now},
 		verified: make([]uint64, (n+63)/64), prefetched: make([]uint64, (n+63)/64),
-		inflight: map[int]*fetchOp{}, data: f, dirty: true}
+		inflight: map[int]*fetchOp{}, data: f, dirty: true, sem: make(chan struct{}, c.opts.Streams+perFileUpstream)}
 	return e, nil
 }
 
@@ -223,7 +229,7 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span) (fetched int64, 
 	if len(mine) > 0 {
 		// Not the requester's context: the blocks are for everyone
 		// waiting on them, and stay in the cache if this client leaves.
-		go e.fetch(mine, false)
+		e.c.goFetch(func() { e.fetch(mine, false) })
 		for _, b := range mine {
 			fetched += e.blockLen(b)
 		}
@@ -303,7 +309,7 @@ func (e *entry) prefetch(first, n int) {
 		e.finish(mine, errors.New("evicted"))
 		return
 	}
-	go e.fetch(mine, true)
+	e.c.goFetch(func() { e.fetch(mine, true) })
 }
 
 // finish ends the fetches of blocks with err.

@@ -98,6 +98,14 @@ func (e *entry) fetchPart(runs []run, prefetch bool) error {
 	if err != nil {
 		return err
 	}
+	// A file's own slots first: one stalled file cannot hold every
+	// upstream slot of the cache.
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return upstreamErr(e.path, ctx.Err())
+	}
+	defer func() { <-e.sem }()
 	if err := e.c.acquire(ctx); err != nil {
 		return upstreamErr(e.path, err)
 	}
@@ -186,11 +194,14 @@ func (e *entry) upstream(ctx context.Context) (*client.File, error) {
 	}
 	in := f.Info()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if !sameVersion(&e.rec, in) {
-		e.gone = true // the caller's handle keeps reading what it has
+		e.mu.Unlock()
+		// Out of the index and off the disk (open handles keep reading
+		// what they have); the next open starts the new version.
+		e.c.remove(e)
 		return nil, fmt.Errorf("%s: %w: changed upstream while being read", e.path, storage.ErrUpstream)
 	}
+	defer e.mu.Unlock()
 	if e.up == nil {
 		e.up = f
 	}

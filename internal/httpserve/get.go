@@ -74,11 +74,16 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if rangeHdr == "" {
 		hdr.Set("Content-Type", ctype)
 		hdr.Set("Content-Length", strconv.FormatInt(fi.Size, 10))
-		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusOK)
 			return nil
 		}
-		return sendRange(r.Context(), w, f, 0, fi.Size)
+		filled, err := fillFirst(r.Context(), f, 0, fi.Size)
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusOK)
+		return sendRange(r.Context(), w, f, 0, fi.Size, filled)
 	}
 	ranges, err := httprange.Parse(rangeHdr, fi.Size, h.opts.MaxRanges)
 	if err != nil {
@@ -92,23 +97,29 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 		hdr.Set("Content-Type", ctype)
 		hdr.Set("Content-Range", rg.ContentRange(fi.Size))
 		hdr.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
-		w.WriteHeader(http.StatusPartialContent)
 		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusPartialContent)
 			return nil
 		}
-		return sendRange(r.Context(), w, f, rg.Start, rg.Length)
+		filled, err := fillFirst(r.Context(), f, rg.Start, rg.Length)
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusPartialContent)
+		return sendRange(r.Context(), w, f, rg.Start, rg.Length, filled)
 	}
 	// Several ranges asked: always multipart, even if only one survived, so
 	// the client parses one shape for one kind of request.
 	mp := httprange.NewMultipart(ctype, fi.Size)
 	hdr.Set("Content-Type", mp.HeaderContentType())
 	hdr.Set("Content-Length", strconv.FormatInt(mp.Length(ranges), 10))
-	w.WriteHeader(http.StatusPartialContent)
 	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusPartialContent)
 		return nil
 	}
 	if fl, ok := f.(storage.Filler); ok {
-		// A cache: every missing part in one go (one upstream vector read).
+		// A cache: every missing part in one go (one upstream vector
+		// read), before the status, so a failure is a 502/504.
 		spans := make([]storage.Span, len(ranges))
 		for i, rg := range ranges {
 			spans[i] = storage.Span{Off: rg.Start, Len: rg.Length}
@@ -117,7 +128,20 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	w.WriteHeader(http.StatusPartialContent)
 	return sendMultipart(r.Context(), w, f, mp, ranges)
+}
+
+// fillFirst has a Filler fetch the first chunk of a range before the
+// status is sent: an upstream that fails at once is answered 502/504
+// instead of a cut connection. It returns the bytes filled.
+func fillFirst(ctx context.Context, f storage.File, off, n int64) (int64, error) {
+	fl, ok := f.(storage.Filler)
+	if !ok || n <= 0 {
+		return 0, nil
+	}
+	k := min(fillChunk, n)
+	return k, fl.Fill(ctx, []storage.Span{{Off: off, Len: k}})
 }
 
 // fillChunk is how much of a range a Filler is asked for at a time while
@@ -127,12 +151,15 @@ const fillChunk = 8 << 20
 // sendRange copies [off, off+n) to w: with sendfile when the backend hands
 // out an *os.File and w reaches a TCP connection, else through a buffer.
 // A Filler's bytes are made local chunk by chunk ahead of the copy.
-func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n int64) error {
+// filled bytes at off are known to be local already.
+func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n, filled int64) error {
 	if fl, ok := f.(storage.Filler); ok {
 		for done := int64(0); done < n; {
 			k := min(fillChunk, n-done)
-			if err := fl.Fill(ctx, []storage.Span{{Off: off + done, Len: k}}); err != nil {
-				return err
+			if done >= filled {
+				if err := fl.Fill(ctx, []storage.Span{{Off: off + done, Len: k}}); err != nil {
+					return err
+				}
 			}
 			if err := copyRange(w, f, off+done, k); err != nil {
 				return err
@@ -177,7 +204,7 @@ func sendMultipart(ctx context.Context, w io.Writer, f storage.File, mp *httpran
 			if err := bw.Flush(); err != nil {
 				return err
 			}
-			if err := sendRange(ctx, w, f, rg.Start, rg.Length); err != nil {
+			if err := sendRange(ctx, w, f, rg.Start, rg.Length, rg.Length); err != nil { // filled before the status
 				return err
 			}
 			continue
