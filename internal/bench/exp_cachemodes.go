@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,12 @@ import (
 //     the file is read in order through it and the baskets copied out: the
 //     windows it fetches carry the unselected branches' bytes too;
 //   - lazy: lazy download, Client.OpenLazy in 128 MiB segments into a
-//     local shadow file; every read is served from the shadow.
+//     local shadow file; every read is served from the shadow;
+//   - nearcache: the direct mode's reads (one File.ReadAt per basket)
+//     through a wanda cache on the client's side of the relay (a new,
+//     empty cache for every run, upstream = the relayed server): the
+//     cache's block fetches, parallel streams and sequential prefetch do
+//     over the WAN what the client asks one basket at a time.
 //
 // The file is a real ROOT file written by the demo's generator (the same
 // tree as root/events.root, with more entries to reach a volume worth
@@ -44,15 +50,16 @@ func init() {
 	Register(&Experiment{
 		Name:  "cachemodes",
 		Seed:  "004",
-		Title: "ROOT-like basket reads vs RTT: direct, vector (TTreeCache-like), storage prefetch, lazy download",
+		Title: "ROOT-like basket reads vs RTT: direct, vector (TTreeCache-like), storage prefetch, lazy download, a near cache",
 		Doc: "Writes a real ROOT file (the demo's \"events\" TTree with more entries), lists the baskets of " +
 			"a few branches, and reads them through a `wanda wan` relay at each RTT with four modes: direct " +
 			"ranged reads (one File.ReadAt per basket), application-side vector reads (one File.ReadV per " +
 			"cluster of entries, like TTreeCache), storage-side read-ahead (File.Reader over the baskets in " +
-			"file order) and lazy download (Client.OpenLazy, 128 MiB segments into a local shadow). Reports " +
+			"file order), lazy download (Client.OpenLazy, 128 MiB segments into a local shadow) and the direct " +
+			"mode's reads through a near cache (a cold wanda cache on the client's side of the relay). Reports " +
 			"wall time and useful MB/s per mode and RTT. Seed 004 found storage caching slowest, hurt from " +
 			"a few ms of delay, application caching much better, and lazy download best and alike for all servers.",
-		Params: []Param{
+		Params: append([]Param{
 			{Name: "entries", Help: "entries of the generated TTree (the demo's file has 50000)", Default: "1000000", Quick: "500000"},
 			{Name: "branches", Help: "branches read (of run event px e nhits hits)", Default: "px e nhits"},
 			{Name: "cluster", Help: "entries per vector read (TTreeCache fill)", Default: "200000", Quick: "100000"},
@@ -61,8 +68,8 @@ func init() {
 			{Name: "window", Help: "emulated TCP window per connection", Default: "4MiB"},
 			{Name: "segment", Help: "lazy download segment", Default: "128MiB"},
 			{Name: "readahead", Help: "read-ahead window of the prefetch mode (depth 4)", Default: "4MiB"},
-			{Name: "modes", Help: "modes to run", Default: "direct vector prefetch lazy"},
-		},
+			{Name: "modes", Help: "modes to run", Default: "direct vector prefetch lazy nearcache"},
+		}, cacheParams...),
 		Run: runCacheModes,
 	})
 }
@@ -95,6 +102,9 @@ type cmPattern struct {
 	segment  int64
 	window   int
 	shadow   string // directory of the lazy shadows
+	// nearCache starts an empty cache in front of upstream (a base URL)
+	// and returns its base URL and its stop.
+	nearCache func(ctx context.Context, upstream string) (string, func(), error)
 }
 
 var cmModes = []cmMode{
@@ -102,6 +112,7 @@ var cmModes = []cmMode{
 	{"vector", cmVector},
 	{"prefetch", cmPrefetch},
 	{"lazy", cmLazy},
+	{"nearcache", cmNearCache},
 }
 
 func runCacheModes(ctx context.Context, r *Run) error {
@@ -116,7 +127,7 @@ func runCacheModes(ctx context.Context, r *Run) error {
 	for _, name := range strings.Fields(r.Str("modes")) {
 		k := slices.IndexFunc(cmModes, func(m cmMode) bool { return m.name == name })
 		if k < 0 {
-			return usagef("mode %q: want some of direct vector prefetch lazy", name)
+			return usagef("mode %q: want some of direct vector prefetch lazy nearcache", name)
 		}
 		modes = append(modes, cmModes[k])
 	}
@@ -140,12 +151,27 @@ func runCacheModes(ctx context.Context, r *Run) error {
 	p := cmPlan(baskets, cluster)
 	p.size, p.segment, p.window = int64(len(local)), segment, int(window)
 	p.shadow = filepath.Join(r.Dir(), "shadow")
+	tune := cacheTuneParams(r)
+	nearRuns := 0
+	p.nearCache = func(ctx context.Context, upstream string) (string, func(), error) {
+		nearRuns++
+		dir := filepath.Join(r.Dir(), fmt.Sprintf("nearcache-%d", nearRuns))
+		c, err := r.StartCache(ctx, upstream, dir, max(4*p.size, 1<<30), tune)
+		if err != nil {
+			return "", nil, err
+		}
+		return c.URL, func() { c.Stop(); os.RemoveAll(dir) }, nil
+	}
 	r.Note("file: a real ROOT file written by the demo's generator (TTree \"events\", %d entries rather than the demo's %d, for volume), %s; branches %s: %d baskets, %s to read (%.0f%% of the file); %d clusters of %d entries for the vector reads",
 		entries, demo.RootEntries, client.FormatBytes(p.size), strings.Join(names, " "), len(baskets), client.FormatBytes(p.useful),
 		100*float64(p.useful)/float64(p.size), len(p.clusters), cluster)
 	r.Note("mb_s is useful bytes (the baskets' sizes) over the wall time of the whole pattern, file open included; wan_mb is what crossed the relay towards the client (lazy and prefetch fetch more than they use)")
 	r.Note("requests: ReadAt calls (direct), ReadV calls, each one or a few multi-range GETs (vector), read-ahead windows plus direct reads (prefetch), segment range requests (lazy)")
 	r.Note("prefetch is the closest analogue of CMSSW's storage-side caching: wanda's client has no prefetch-list API, so the file is read in order through File.Reader's read-ahead (%s windows, depth %d), the baskets copied out and the bytes between them discarded", client.FormatBytes(window), client.DefaultReadAheadDepth)
+	if slices.ContainsFunc(modes, func(m cmMode) bool { return m.name == "nearcache" }) {
+		r.Note("nearcache: the direct mode's reads (one File.ReadAt per basket) through a wanda cache in this process on the client's side of the relay, started empty for every run (its start, a few ms, is in the wall time) with upstream = the relayed server; %s. Its wan_mb is what the cache fetched (whole blocks, prefetch included); requests are the client's ReadAt calls",
+			cacheTuneDesc(tune))
+	}
 	r.Note("every mode runs with a new client (new connections, each paying the emulated handshake) and its bytes are checked against the local file")
 
 	base, err := r.Server(ctx, map[string]string{"/data": data})
@@ -322,4 +348,17 @@ func cmLazy(ctx context.Context, c *client.Client, url string, p *cmPattern) (in
 	}
 	reqs := lf.Stats.Requests.Load()
 	return reqs, errors.Join(rerr, lf.Close())
+}
+
+func cmNearCache(ctx context.Context, c *client.Client, rawURL string, p *cmPattern) (int64, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	base, stop, err := p.nearCache(ctx, u.Scheme+"://"+u.Host)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	return cmDirect(ctx, c, base+u.Path, p)
 }
