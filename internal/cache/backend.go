@@ -272,22 +272,27 @@ func (f *file) Fill(ctx context.Context, spans []storage.Span) error {
 	for _, s := range spans {
 		want += s.Len
 	}
-	fetched, err := e.fill(ctx, spans)
-	c.met.served(want, fetched)
-	if err != nil {
-		return err
-	}
+	prefetch := -1
 	if len(spans) == 1 && c.opts.Prefetch > 0 {
 		s := spans[0]
 		bs := e.rec.BlockSize
-		if prev := e.next.Swap(s.Off + s.Len); prev == s.Off && s.Off > 0 || s.Len >= 2*bs {
-			// Sequential (this read starts where the last read of the
-			// file ended, in this request or the previous one), or one
-			// large read: the next blocks will be wanted.
-			e.prefetch(int((s.Off+s.Len+bs-1)/bs), c.opts.Prefetch)
+		// Sequential: this read starts within a block of where the last
+		// read of the file ended (this request or the previous one; read
+		// windows may finish out of order), or one large read.
+		prev := e.next.Swap(s.Off + s.Len)
+		if d := s.Off - prev; s.Off > 0 && d >= -bs && d <= bs || s.Len >= 2*bs {
+			prefetch = int((s.Off + s.Len + bs - 1) / bs)
 		}
 	}
-	return nil
+	var claimed func()
+	if prefetch >= 0 {
+		// Once the demand blocks are claimed (they go first), before
+		// waiting for them.
+		claimed = func() { e.prefetch(prefetch, c.opts.Prefetch) }
+	}
+	fetched, err := e.fill(ctx, spans, claimed)
+	c.met.served(want, fetched)
+	return err
 }
 
 // ReadAt fills, then reads from the data file: any front-end works, one

@@ -72,6 +72,9 @@ type Cache struct {
 	log      *slog.Logger
 	met      *metrics
 	sem      chan struct{} // upstream requests in flight
+	// prefetchSem bounds the prefetches in flight (an eighth of the
+	// upstream slots, at least 2).
+	prefetchSem chan struct{}
 
 	mu      sync.Mutex
 	entries map[string]*entry // by logical path
@@ -128,10 +131,11 @@ func New(o Options) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: o, up: o.Client, upstream: u, log: o.Log,
-		sem:     make(chan struct{}, o.MaxUpstream),
-		entries: map[string]*entry{},
-		meta:    newMetaCache(o.ListTTL),
-		stop:    make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		sem:         make(chan struct{}, o.MaxUpstream),
+		prefetchSem: make(chan struct{}, max(2, o.MaxUpstream/8)),
+		entries:     map[string]*entry{},
+		meta:        newMetaCache(o.ListTTL),
+		stop:        make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	c.met = newMetrics(o.Registry, c)

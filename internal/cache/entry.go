@@ -191,7 +191,9 @@ func (e *entry) blocksOf(spans []storage.Span) []int {
 // (collapsed with fetches already in flight) and checking the checksums
 // of blocks loaded from disk. It returns the bytes that had to come from
 // upstream.
-func (e *entry) fill(ctx context.Context, spans []storage.Span) (fetched int64, err error) {
+// claimed, if set, runs once the missing blocks are claimed, before the
+// wait (the caller starts its prefetch there: no gap in the pipeline).
+func (e *entry) fill(ctx context.Context, spans []storage.Span, claimed func()) (fetched int64, err error) {
 	blocks := e.blocksOf(spans)
 	if len(blocks) == 0 {
 		return 0, nil
@@ -215,6 +217,7 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span) (fetched int64, 
 			}
 		case e.inflight[b] != nil:
 			wait = append(wait, e.inflight[b])
+			fetched += e.blockLen(b) // coming from upstream: a miss
 		default:
 			op := &fetchOp{done: make(chan struct{})}
 			e.inflight[b] = op
@@ -233,6 +236,9 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span) (fetched int64, 
 		for _, b := range mine {
 			fetched += e.blockLen(b)
 		}
+	}
+	if claimed != nil {
+		claimed()
 	}
 	for _, op := range wait {
 		select {
@@ -291,6 +297,14 @@ func (e *entry) verify(blocks []int) error {
 // prefetch fetches up to n blocks from block first on, those not present
 // nor in flight, in the background.
 func (e *entry) prefetch(first, n int) {
+	// Bounded across the cache: when every prefetch slot is taken, no
+	// prefetch (readers' demand comes first; they will ask themselves).
+	select {
+	case e.c.prefetchSem <- struct{}{}:
+	default:
+		return
+	}
+	release := func() { <-e.c.prefetchSem }
 	e.mu.Lock()
 	var mine []int
 	for b := first; b < first+n && b < len(e.rec.Sums); b++ {
@@ -303,13 +317,18 @@ func (e *entry) prefetch(first, n int) {
 	gone := e.gone
 	e.mu.Unlock()
 	if len(mine) == 0 {
+		release()
 		return
 	}
 	if gone {
 		e.finish(mine, errors.New("evicted"))
+		release()
 		return
 	}
-	e.c.goFetch(func() { e.fetch(mine, true) })
+	e.c.goFetch(func() {
+		defer release()
+		e.fetch(mine, true)
+	})
 }
 
 // finish ends the fetches of blocks with err.

@@ -341,8 +341,11 @@ func TestUpstreamKilledMidFetch(t *testing.T) {
 	sameBytes(t, "c.bin, upstream back", get(t, strict.URL+"/data/c.bin", "", http.StatusOK), c)
 	sameBytes(t, "d.bin, upstream back", get(t, strict.URL+"/data/d.bin", "", http.StatusOK), d)
 	waitUsed(t, strict.C, int64(len(a)+len(c)+len(d)))
-	if s := strict.C.Stats(); s.FetchedBytes != float64(len(a)+len(d)-bs) {
-		t.Errorf("fetched %v, want %d", s.FetchedBytes, len(a)+len(d)-bs)
+	// d's first block was cached before; a's first block may have been
+	// stored by the fetch the upstream died in (blocks are kept as they
+	// complete).
+	if s := strict.C.Stats(); s.FetchedBytes < float64(len(a)+len(d)-2*bs) || s.FetchedBytes > float64(len(a)+len(d)-bs) {
+		t.Errorf("fetched %v, want %d to %d", s.FetchedBytes, len(a)+len(d)-2*bs, len(a)+len(d)-bs)
 	}
 
 	if !firstGateway || !rangeGateway {

@@ -39,9 +39,14 @@ func runsOf(blocks []int) []run {
 func (e *entry) fetch(blocks []int, prefetch bool) {
 	runs := runsOf(sortedInts(blocks))
 	var parts [][]run
-	if len(runs) == 1 {
+	switch {
+	case prefetch:
+		// Speculative: one request, in block order, never competing with
+		// readers for streams.
+		parts = [][]run{runs}
+	case len(runs) == 1:
 		parts = splitRun(runs[0], e.c.opts.Streams, e.rec.BlockSize)
-	} else {
+	default:
 		var cur []run
 		nb := 0
 		for _, r := range runs {
@@ -113,17 +118,32 @@ func (e *entry) fetchPart(runs []run, prefetch bool) error {
 	bs := e.rec.BlockSize
 	want := make([]client.Range, len(runs))
 	bufs := make([][]byte, len(runs))
-	var total int64
 	for i, r := range runs {
 		off := int64(r.first) * bs
 		n := min(int64(r.n)*bs, e.rec.Size-off)
 		want[i] = client.Range{Off: off, Len: n}
 		bufs[i] = make([]byte, n)
-		total += n
 	}
 	start := time.Now()
+	stored := 0 // blocks of a single run stored as they completed
 	if len(runs) == 1 {
-		_, err = up.ReadAtContext(ctx, bufs[0], want[0].Off)
+		// Each block is stored (and its waiters woken) as soon as its
+		// last byte arrives, not when the whole run has.
+		r, buf := runs[0], bufs[0]
+		err = up.ReadAtFunc(ctx, want[0].Off, want[0].Len, func(p []byte, at int64) error {
+			rel := at - want[0].Off
+			copy(buf[rel:], p)
+			for end := rel + int64(len(p)); stored < r.n; stored++ {
+				hi := min(int64(stored+1)*bs, int64(len(buf)))
+				if hi > end {
+					break
+				}
+				if err := e.store(r.first+stored, buf[int64(stored)*bs:hi], prefetch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	} else {
 		err = up.ReadV(ctx, want, bufs)
 	}
@@ -136,7 +156,9 @@ func (e *entry) fetchPart(runs []run, prefetch bool) error {
 		}
 		return upstreamErr(e.path, err)
 	}
-	e.c.met.upstreamBytes.Add(float64(total))
+	if len(runs) == 1 {
+		return nil // stored on the way
+	}
 	for i, r := range runs {
 		for j := range r.n {
 			b := r.first + j
@@ -155,6 +177,7 @@ func (e *entry) store(b int, p []byte, prefetch bool) error {
 	if _, err := e.data.WriteAt(p, int64(b)*e.rec.BlockSize); err != nil {
 		return fmt.Errorf("cache disk: writing %s: %w", e.path, err)
 	}
+	e.c.met.upstreamBytes.Add(float64(len(p)))
 	sum := crc32.Checksum(p, castagnoli)
 	e.mu.Lock()
 	added := !bit(e.rec.Have, b)

@@ -105,6 +105,28 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	return int(n), nil
 }
 
+// ReadAtFunc reads n bytes at off and hands them to sink in order as they
+// arrive (resuming where it stopped when a try fails), so a caller can use
+// the first bytes before the last are in: a cache stores each block as
+// soon as it is complete.
+func (f *File) ReadAtFunc(ctx context.Context, off, n int64, sink func(p []byte, at int64) error) error {
+	if f.closed.Load() {
+		return errClosed
+	}
+	if off < 0 || n < 0 || off+n > f.info.Size {
+		return fmt.Errorf("ReadAtFunc %s: %d+%d outside the file (%d bytes)", f.u.Redacted(), off, n, f.info.Size)
+	}
+	if n == 0 {
+		return nil
+	}
+	var st opStats
+	got, err := f.c.fetch(ctx, f.u, off, n, nil, &f.info, sink, nil, &st)
+	f.Stats.Requests.Add(int64(st.Retries) + 1)
+	f.Stats.Retries.Add(int64(st.Retries))
+	f.Stats.Bytes.Add(got)
+	return err
+}
+
 // ReadV reads many ranges in as few round trips as the protocol allows
 // (HTTP: multi-range requests, batched and coalesced; falls back to
 // parallel single-range requests for servers that cannot). dst[i] receives
