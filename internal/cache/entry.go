@@ -274,7 +274,7 @@ func (e *entry) verify(blocks []int) error {
 		m, err := e.data.ReadAt(buf, int64(b)*e.rec.BlockSize)
 		ok := err == nil || (errors.Is(err, io.EOF) && int64(m) == n)
 		e.mu.Lock()
-		if bit(e.rec.Have, b) && e.rec.Sums[b] == sum {
+		if !e.gone && bit(e.rec.Have, b) && e.rec.Sums[b] == sum {
 			if ok && crc32.Checksum(buf, castagnoli) == sum {
 				setBit(e.verified, b)
 			} else {

@@ -73,6 +73,7 @@ func (c *Cache) overHigh() (due bool, target int64) {
 // purge evicts the least recently used files, whole, until the cache is
 // under its target. Files open for reading and pinned prefixes are left.
 func (c *Cache) purge() {
+	c.dropEmpty()
 	due, target := c.overHigh()
 	if !due {
 		return
@@ -122,5 +123,26 @@ func (c *Cache) purge() {
 	}
 	if files > 0 {
 		c.log.Info("cache purged", "files", files, "bytes", freed)
+	}
+}
+
+// emptyAge is how long a file with no cached block (opened, or only
+// HEAD-ed, never read) keeps its record.
+const emptyAge = 10 * time.Minute
+
+// dropEmpty forgets files that hold no block and were not used for
+// emptyAge: the watermarks count bytes, so they would stay forever.
+func (c *Cache) dropEmpty() {
+	old := time.Now().Add(-emptyAge)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, e := range c.entries {
+		e.mu.Lock()
+		idle := e.refs == 0 && len(e.inflight) == 0 && e.rec.Accessed.Before(old) && e.bytes() == 0
+		e.mu.Unlock()
+		if idle {
+			delete(c.entries, p)
+			e.drop()
+		}
 	}
 }
