@@ -191,7 +191,7 @@ func (c *Cache) serveLocate(w http.ResponseWriter, r *http.Request) {
 	if in, local, ok := c.core.Has(p); ok {
 		self := c.self()
 		loc.Status = fed.Found
-		loc.Replicas = []fed.Replica{{URL: fed.FileURL(self.URL, p), Member: self.ID, LocalPath: local,
+		loc.Replicas = []fed.Replica{{URL: fed.FileURL(self.URL, p), Member: self.ID, Role: fed.RoleCache, LocalPath: local,
 			Size: in.Size, ModTime: in.ModTime, Labels: self.Labels, Priority: self.Priority, Load: self.Load}}
 	}
 	fed.WriteJSON(w, http.StatusOK, loc)

@@ -124,6 +124,8 @@ func New(o Options) (*Cache, error) {
 		o.Client = client.New()
 	}
 	o.Client.Policy.Stall = o.StallTimeout
+	// A redirector upstream must not send us to a cache (ourselves).
+	o.Client.HTTP.UserAgent = fed.CacheAgent + " (" + o.Client.HTTP.UserAgent + ")"
 	// A reader waits for at most two stalls, not the engine's five tries.
 	o.Client.Policy.Attempts = 2
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {

@@ -138,6 +138,7 @@ func (l *Local) Locate(ctx context.Context, logical string) Located {
 	r := Replica{
 		URL:      FileURL(self.URL, p),
 		Member:   self.ID,
+		Role:     self.Role,
 		Size:     fi.Size,
 		ModTime:  fi.ModTime,
 		IsDir:    fi.IsDir,

@@ -135,8 +135,10 @@ type Located struct {
 type Replica struct {
 	// URL is the full data URL of the file (member URL + logical path).
 	URL string `json:"url"`
-	// Member is the ID of the member that holds it.
+	// Member is the ID of the member that holds it; Role its role (a
+	// cache's copy is not sent to a cache, which would loop).
 	Member string `json:"member"`
+	Role   string `json:"role,omitempty"`
 	// Via lists the redirectors the answer came through, nearest last.
 	Via []string `json:"via,omitempty"`
 	// LocalPath is where the member keeps it (its namespace mapping).
@@ -172,6 +174,11 @@ const (
 	ScopeDown = "down"
 	ScopeUp   = "up"
 )
+
+// CacheAgent is in the User-Agent of a wanda cache's upstream requests: a
+// redirector never sends them to a cache's copy (the cache would be asked
+// for what it is fetching).
+const CacheAgent = "wanda-cache"
 
 // DefaultHops bounds a query's path through the hierarchy.
 const DefaultHops = 8

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,6 +256,27 @@ func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p st
 		return
 	}
 	reps := r.order(res.Replicas)
+	if strings.Contains(req.UserAgent(), fed.CacheAgent) {
+		// A cache fetching: never to a cache's copy (it could be itself).
+		caches := map[string]bool{}
+		for _, x := range reps {
+			if x.Role == fed.RoleCache {
+				caches[fed.HostOf(x.URL)] = true
+			}
+		}
+		if len(caches) > 0 {
+			reps = slices.DeleteFunc(reps, func(x fed.Replica) bool { return x.Role == fed.RoleCache })
+			if len(reps) == 0 {
+				// Ask again without the caches (an origin may have
+				// answered after them).
+				for h := range tried {
+					caches[h] = true
+				}
+				r.redirectRead(w, req, p, caches, modify)
+				return
+			}
+		}
+	}
 	if modify {
 		r.cache.forget(p)
 		var ws []fed.Replica

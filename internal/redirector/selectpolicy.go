@@ -74,7 +74,9 @@ func (r *Redirector) writeTargets(path string, tried map[string]bool) (targets [
 	cands, _, _ := r.reg.candidates(path, nil, true)
 	for _, c := range cands {
 		covered = true
-		if !c.writable || c.Drained || tried[fed.HostOf(c.URL)] {
+		// Caches pass writes on to their upstream (maybe this redirector):
+		// never a write target.
+		if !c.writable || c.Drained || c.Role == fed.RoleCache || tried[fed.HostOf(c.URL)] {
 			continue
 		}
 		targets = append(targets, c)
