@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -102,52 +101,13 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		ParallelPutIdleTimeout: cfg.Server.HTTP.ParallelPutIdleTimeout,
 	})
 	s.data = data
-	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
-	// No ServeMux in front of data: it would answer unclean paths
-	// ("/a/../b") with a redirect to the cleaned one, resolving ".." on the
-	// client's behalf. Admin endpoints are exact GET paths; the rest is data.
-	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			switch r.URL.Path {
-			case "/metrics":
-				metricsH.ServeHTTP(w, r)
-				return
-			case "/healthz":
-				w.Header().Set("Content-Type", "text/plain")
-				_, _ = io.WriteString(w, "ok\n")
-				return
-			case "/api/v1/locate":
-				// The federation's cheap stat (docs/federation.md).
-				s.local.ServeHTTP(w, r)
-				return
-			}
-		}
-		dataH.ServeHTTP(w, r)
-	})
-	s.handler = mux
-	s.http = &http.Server{
-		Handler:           mux,
-		MaxHeaderBytes:    cfg.Server.HTTP.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.Server.HTTP.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "net/http").Handler(), slog.LevelWarn),
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateNew:
-				m.Connections.Inc()
-			case http.StateClosed, http.StateHijacked:
-				m.Connections.Dec()
-			}
-		},
-	}
-	if cfg.Server.TLS.Enabled() {
-		cert, err := tls.LoadX509KeyPair(cfg.Server.TLS.Cert, cfg.Server.TLS.Key)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("server.tls: %w", err)
-		}
-		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
+	s.handler = frontDoor(reg, map[string]http.Handler{"/api/v1/locate": s.local}, dataH)
+	s.http = newHTTPServer(s.handler, cfg.Server.HTTP, m, log)
+	if s.http.TLSConfig, err = loadTLS(cfg.Server.TLS, "server"); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/cache"
@@ -70,52 +67,15 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		Metrics:   m,
 		MaxRanges: config.Default().Server.HTTP.MaxRanges,
 	})
-	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	statsH := core.StatsHandler()
 	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
-	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			switch r.URL.Path {
-			case "/metrics":
-				metricsH.ServeHTTP(w, r)
-				return
-			case "/healthz":
-				w.Header().Set("Content-Type", "text/plain")
-				_, _ = io.WriteString(w, "ok\n")
-				return
-			case "/api/v1/cache/stats":
-				statsH.ServeHTTP(w, r)
-				return
-			case "/api/v1/locate":
-				c.serveLocate(w, r)
-				return
-			}
-		}
-		dataH.ServeHTTP(w, r)
-	})
-	def := config.Default().Server
-	c.http = &http.Server{
-		Handler:           mux,
-		MaxHeaderBytes:    def.HTTP.MaxHeaderBytes,
-		ReadHeaderTimeout: def.HTTP.ReadHeaderTimeout,
-		IdleTimeout:       def.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "net/http").Handler(), slog.LevelWarn),
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateNew:
-				m.Connections.Inc()
-			case http.StateClosed, http.StateHijacked:
-				m.Connections.Dec()
-			}
-		},
-	}
-	if k.TLS.Enabled() {
-		cert, err := tls.LoadX509KeyPair(k.TLS.Cert, k.TLS.Key)
-		if err != nil {
-			core.Close()
-			return nil, fmt.Errorf("cache.tls: %w", err)
-		}
-		c.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	front := frontDoor(reg, map[string]http.Handler{
+		"/api/v1/cache/stats": core.StatsHandler(),
+		"/api/v1/locate":      http.HandlerFunc(c.serveLocate),
+	}, dataH)
+	c.http = newHTTPServer(front, config.Default().Server.HTTP, m, log)
+	if c.http.TLSConfig, err = loadTLS(k.TLS, "cache"); err != nil {
+		core.Close()
+		return nil, err
 	}
 	return c, nil
 }

@@ -3,17 +3,13 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -40,12 +36,9 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 		return nil, err
 	}
 	r := &Redirector{cfg: cfg.Redirector, log: log, reg: reg}
-	if cfg.Redirector.TLS.Enabled() {
-		cert, err := tls.LoadX509KeyPair(cfg.Redirector.TLS.Cert, cfg.Redirector.TLS.Key)
-		if err != nil {
-			return nil, fmt.Errorf("redirector.tls: %w", err)
-		}
-		r.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	var err error
+	if r.tls, err = loadTLS(cfg.Redirector.TLS, "redirector"); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -81,37 +74,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	r.rd.Store(rd)
 	m := metrics.NewHTTP(r.reg, "redirector")
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metricsH := promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
 	api := httpserve.Middleware(rd.Handler(), r.log.With("component", "access"), m)
-	mux := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodGet || req.Method == http.MethodHead {
-			switch req.URL.Path {
-			case "/metrics":
-				metricsH.ServeHTTP(w, req)
-				return
-			case "/healthz":
-				w.Header().Set("Content-Type", "text/plain")
-				_, _ = io.WriteString(w, "ok\n")
-				return
-			}
-		}
-		api.ServeHTTP(w, req)
-	})
-	hs := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: config.Default().Server.HTTP.ReadHeaderTimeout,
-		IdleTimeout:       config.Default().Server.HTTP.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(r.log.With("component", "net/http").Handler(), slog.LevelWarn),
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateNew:
-				m.Connections.Inc()
-			case http.StateClosed, http.StateHijacked:
-				m.Connections.Dec()
-			}
-		},
-	}
+	hc := config.Default().Server.HTTP
+	hc.MaxHeaderBytes = 64 << 10
+	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
 	if r.tls != nil {
 		ln = tls.NewListener(ln, r.tls)
 	}

@@ -3,14 +3,22 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/metrics"
 )
 
 // Version is the software version members report (set by the CLI).
@@ -68,4 +76,63 @@ func advertised(configured string, tls bool, ln net.Listener) string {
 		}
 	}
 	return scheme + "://" + addr
+}
+
+// frontDoor answers the endpoints every role has — /metrics, /healthz
+// and the role's own exact GET paths in extra — and hands everything else
+// to data. No ServeMux: it would answer unclean paths ("/a/../b") with a
+// redirect to the cleaned one, resolving ".." on the client's behalf.
+func frontDoor(reg *prometheus.Registry, extra map[string]http.Handler, data http.Handler) http.Handler {
+	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			switch p := r.URL.Path; p {
+			case "/metrics":
+				metricsH.ServeHTTP(w, r)
+				return
+			case "/healthz":
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok\n")
+				return
+			default:
+				if h := extra[p]; h != nil {
+					h.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		data.ServeHTTP(w, r)
+	})
+}
+
+// newHTTPServer is a role's http.Server: timeouts from hc, net/http's
+// complaints in the log, open connections counted in m.
+func newHTTPServer(h http.Handler, hc config.HTTP, m *metrics.HTTP, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    hc.MaxHeaderBytes,
+		ReadHeaderTimeout: hc.ReadHeaderTimeout,
+		IdleTimeout:       hc.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "net/http").Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				m.Connections.Inc()
+			case http.StateClosed, http.StateHijacked:
+				m.Connections.Dec()
+			}
+		},
+	}
+}
+
+// loadTLS returns the TLS configuration of a role, nil without one.
+func loadTLS(t config.TLS, key string) (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s.tls: %w", key, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
