@@ -135,7 +135,11 @@ func (c *Cache) entry(ctx context.Context, p string) (*entry, error) {
 			err = upstreamErr(p, err)
 		}
 		if e != nil && c.opts.StaleIfError && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPermission) && !isCancel(err) {
-			c.log.Warn("upstream unavailable, serving the cached copy", "path", p, "err", err)
+			if errors.Is(err, errUpstreamDown) {
+				c.log.Debug("upstream down, serving the cached copy", "path", p)
+			} else {
+				c.log.Warn("upstream unavailable, serving the cached copy", "path", p, "err", err)
+			}
 			c.met.stale.Inc()
 			e.mu.Lock()
 			ok := !e.gone
