@@ -49,7 +49,8 @@ func PageCRCs(dst []uint32, off int64, data []byte) []uint32 {
 // DecodePages takes paged bytes that start at file offset off apart: it
 // appends the data to dst and returns the offsets of the pieces whose CRC
 // does not match (their bytes are appended all the same). Every piece must
-// hold at least one byte besides its CRC.
+// hold at least one byte besides its CRC. dst may be wire[:0]: the data
+// then moves down over the CRCs in place.
 func DecodePages(dst []byte, off int64, wire []byte) (data []byte, bad []int64, err error) {
 	if off < 0 {
 		return dst, nil, fmt.Errorf("paged data at negative offset %d: %w", off, ErrMalformed)

@@ -1,0 +1,398 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// conn is one TCP connection: the main connection of a session, or one
+// bound to it with kXR_bind (a path). Its reader goroutine reads requests
+// one after the other; session requests (login, bind...) are handled
+// inline, the others by at most Options.Workers goroutines at once. Each
+// response frame is written whole under wmu, so frames of concurrent
+// requests never interleave.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	cancel context.CancelFunc
+	peer   string          // remote address
+	local  string          // local address (the one the client reached)
+	raw    syscall.RawConn // for sendfile; nil when nc is not a socket
+
+	wmu sync.Mutex
+	bw  *bufio.Writer
+	hdr []byte
+
+	// sess is set by the reader goroutine (login, bind) before any worker
+	// that could read it starts; pathID is 0 on a main connection.
+	sess   *session
+	pathID byte
+	bound  bool
+	tls    bool // switched to TLS (kXR_gotoTLS)
+
+	slots chan struct{}       // Options.Workers
+	mem   *semaphore.Weighted // Options.MaxConnMemory, for request data
+	wg    sync.WaitGroup      // workers in flight
+}
+
+func newConn(s *Server, nc net.Conn, cancel context.CancelFunc) *conn {
+	c := &conn{
+		srv: s, nc: nc, cancel: cancel, peer: addrString(nc.RemoteAddr()), local: addrString(nc.LocalAddr()),
+		bw: bufio.NewWriterSize(nc, 64<<10), slots: make(chan struct{}, s.opts.Workers),
+		mem: semaphore.NewWeighted(int64(s.opts.MaxConnMemory)),
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
+	return c
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// startTLS switches the connection to TLS, the server side of the
+// handshake the client starts next. It runs on the reader goroutine; no
+// worker may be writing meanwhile. Data then goes through TLS, without
+// sendfile.
+func (c *conn) startTLS(cfg *tls.Config) {
+	c.wg.Wait()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	tc := tls.Server(c.nc, cfg)
+	c.nc, c.raw, c.tls = tc, nil, true
+	c.bw.Reset(tc)
+}
+
+// request is one client request and where its answer goes.
+type request struct {
+	c    *conn // the connection it arrived on
+	out  *conn // the connection answered on (a bound path for reads)
+	hdr  xrootd.RequestHeader
+	data []byte
+	buf  *[]byte // pooled storage of data
+}
+
+func (r *request) String() string { return r.hdr.RequestID.String() }
+
+// inline reports requests handled by the reader goroutine itself: they
+// change the connection's or session's state, which later requests see.
+func inline(id xrootd.RequestID) bool {
+	switch id {
+	case xrootd.ReqProtocol, xrootd.ReqLogin, xrootd.ReqAuth, xrootd.ReqBind, xrootd.ReqEndsess, xrootd.ReqSigver, xrootd.ReqPing:
+		return true
+	}
+	return false
+}
+
+func (c *conn) serve(ctx context.Context) {
+	defer c.finish()
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	var hs [xrootd.HandshakeLen]byte
+	if _, err := io.ReadFull(c.nc, hs[:]); err != nil || !xrootd.IsHandshake(hs[:]) {
+		return
+	}
+	typ := int32(xrootd.HandshakeDataServer)
+	if c.srv.opts.Locate != nil {
+		typ = xrootd.HandshakeLBalServer
+	}
+	if err := c.write(xrootd.AppendServerHandshake(nil, typ)); err != nil {
+		return
+	}
+	var hb [xrootd.RequestHeaderLen]byte
+	for {
+		// Idle between requests for up to IdleTimeout; once a request
+		// starts, all of it within FrameTimeout.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout))
+		if _, err := io.ReadFull(c.nc, hb[:1]); err != nil {
+			return
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+		if _, err := io.ReadFull(c.nc, hb[1:]); err != nil {
+			return
+		}
+		h, err := xrootd.DecodeRequestHeader(hb[:])
+		if err != nil {
+			// The frame's end is unknown: the stream cannot be read on.
+			_ = c.sendError(h.StreamID, xrootd.CodeArgInvalid, "request data length is negative")
+			return
+		}
+		if int64(h.Dlen) > int64(c.srv.opts.MaxRequestData) {
+			_ = c.sendError(h.StreamID, xrootd.CodeArgTooLong, fmt.Sprintf("%v with %d bytes of data, at most %d accepted", h.RequestID, h.Dlen, c.srv.opts.MaxRequestData))
+			return
+		}
+		in := inline(h.RequestID)
+		weight := int64(bufSize(int(h.Dlen)))
+		if !in {
+			select {
+			case c.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if err := c.mem.Acquire(ctx, weight); err != nil {
+				<-c.slots
+				return
+			}
+		}
+		// The slot may have taken a while: the data's clock starts now.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+		buf := getBuf(int(h.Dlen))
+		data := (*buf)[:h.Dlen]
+		if _, err := io.ReadFull(c.nc, data); err != nil {
+			putBuf(buf)
+			if !in {
+				c.mem.Release(weight)
+				<-c.slots
+			}
+			return
+		}
+		r := &request{c: c, out: c, hdr: h, data: data, buf: buf}
+		if in {
+			c.handle(ctx, r)
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer func() { <-c.slots }()
+			defer c.mem.Release(weight)
+			c.handle(ctx, r)
+		}()
+	}
+}
+
+// finish runs when the reader stops: it waits for the workers, then ends
+// the session (a main connection) or leaves it (a bound path).
+func (c *conn) finish() {
+	c.cancel()
+	c.wg.Wait()
+	if c.sess == nil {
+		return
+	}
+	if c.bound {
+		c.sess.unbind(c)
+		return
+	}
+	c.sess.end()
+}
+
+// handle runs one request and answers errors. A panic is answered as a
+// server error and logged: one bad request never takes the server down.
+func (c *conn) handle(ctx context.Context, r *request) {
+	defer func() { putBuf(r.buf) }() // a handler may keep the buffer (r.buf = nil)
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.log.Error("panic in request", "request", r.String(), "peer", c.peer, "panic", p, "stack", string(debug.Stack()))
+			_ = r.out.sendError(r.hdr.StreamID, xrootd.CodeServerError, "internal server error")
+		}
+	}()
+	err := c.dispatch(ctx, r)
+	if err == nil {
+		return
+	}
+	if errors.Is(err, errSent) {
+		return
+	}
+	code, msg := codeOf(err)
+	switch {
+	case code == xrootd.CodeServerError:
+		c.srv.log.Warn("request failed", "request", r.String(), "peer", c.peer, "err", err)
+	default:
+		c.srv.log.Debug("request refused", "request", r.String(), "peer", c.peer, "code", code.String(), "err", err)
+	}
+	_ = r.out.sendError(r.hdr.StreamID, code, msg)
+}
+
+// errSent: the answer (or part of it) went out already; nothing more can
+// be said on this stream, and the connection was closed if the frame was
+// cut short.
+var errSent = errors.New("answer already sent")
+
+// write writes raw bytes (the handshake) under the frame lock.
+func (c *conn) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	if _, err := c.bw.Write(b); err != nil {
+		return c.broken(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return c.broken(err)
+	}
+	return nil
+}
+
+// send writes one response frame: a header and the parts as its body.
+func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
+	if _, err := c.bw.Write(c.hdr); err != nil {
+		return c.broken(err)
+	}
+	for _, p := range parts {
+		if _, err := c.bw.Write(p); err != nil {
+			return c.broken(err)
+		}
+	}
+	if err := c.bw.Flush(); err != nil {
+		return c.broken(err)
+	}
+	return nil
+}
+
+// sendRaw writes a prebuilt frame (kXR_status answers build their own
+// header) followed by data.
+func (c *conn) sendRaw(frame, data []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	if _, err := c.bw.Write(frame); err != nil {
+		return c.broken(err)
+	}
+	if _, err := c.bw.Write(data); err != nil {
+		return c.broken(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return c.broken(err)
+	}
+	return nil
+}
+
+// canSendfile reports whether reads of ra go out with sendfile(2).
+func (c *conn) canSendfile(ra io.ReaderAt) bool {
+	_, ok := ra.(storage.OSFile)
+	return ok && c.raw != nil
+}
+
+// sendFileFrame writes a frame whose body is n bytes of ra at off, by
+// sendfile(2) when both ends allow it, else read into buf. The bytes must
+// exist: a file that shrank underneath cuts the frame, and the connection
+// is closed, so a client never takes a short frame for a whole one.
+func (c *conn) sendFileFrame(sid xrootd.StreamID, st xrootd.Status, ra io.ReaderAt, off, n int64, buf []byte) error {
+	if !c.canSendfile(ra) {
+		// Read before taking the frame lock: other streams keep flowing
+		// while the disk (or an upstream) answers.
+		b := buf[:n]
+		if k, err := ra.ReadAt(b, off); int64(k) < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("file shrank while reading: %d of %d bytes at %d: %w", k, n, off, io.ErrUnexpectedEOF)
+			}
+			return err
+		}
+		return c.send(sid, st, b)
+	}
+	osf := ra.(storage.OSFile).OSFile()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout + time.Duration(n>>20)*time.Second))
+	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
+	if _, err := c.bw.Write(c.hdr); err != nil {
+		return c.broken(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return c.broken(err)
+	}
+	sent, err := sendfile(c.raw, osf, off, n)
+	if err == nil && sent < n {
+		err = fmt.Errorf("file shrank while sending: %d of %d bytes at %d: %w", sent, n, off, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		// The header promised n bytes: the frame cannot be completed.
+		c.broken(err)
+		return fmt.Errorf("%w: %w", errSent, err)
+	}
+	return nil
+}
+
+// broken closes a connection whose frame could not be written whole.
+func (c *conn) broken(err error) error {
+	c.nc.Close()
+	return fmt.Errorf("%w: %w", errSent, err)
+}
+
+func (c *conn) sendError(sid xrootd.StreamID, code xrootd.ErrorCode, msg string) error {
+	return c.send(sid, xrootd.StatusError, xrootd.ErrorResponse{Code: code, Msg: msg}.Append(nil))
+}
+
+// ok answers r with kXR_ok and the parts as body.
+func (r *request) ok(parts ...[]byte) error {
+	return r.out.send(r.hdr.StreamID, xrootd.StatusOK, parts...)
+}
+
+// okText answers r with kXR_ok and s followed by a NUL, as XRootD ends
+// its text answers.
+func (r *request) okText(s string) error {
+	b := make([]byte, 0, len(s)+1)
+	return r.ok(append(append(b, s...), 0))
+}
+
+// Buffer pool by size class: request data, read answers.
+var bufClasses = [...]int{4 << 10, 64 << 10, 1 << 20, 4 << 20, 17 << 20}
+
+var bufPools [len(bufClasses)]sync.Pool
+
+// bufSize is the size of the buffer getBuf(n) returns.
+func bufSize(n int) int {
+	for _, sz := range bufClasses {
+		if n <= sz {
+			return sz
+		}
+	}
+	return n
+}
+
+// getBuf returns a buffer of at least n bytes; putBuf returns it.
+func getBuf(n int) *[]byte {
+	for i, sz := range bufClasses {
+		if n <= sz {
+			if b, ok := bufPools[i].Get().(*[]byte); ok {
+				return b
+			}
+			b := make([]byte, sz)
+			return &b
+		}
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func putBuf(b *[]byte) {
+	if b == nil {
+		return
+	}
+	for i, sz := range bufClasses {
+		if cap(*b) == sz {
+			*b = (*b)[:sz]
+			bufPools[i].Put(b)
+			return
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// openFile is an entry of a session's file table: a file open for reading
+// (f) or an upload (w).
+type openFile struct {
+	logical string
+	export  storage.Export
+	rel     string
+	refs    sync.WaitGroup // requests using the file; close waits for them
+
+	f    storage.File
+	info storage.FileInfo // at open
+
+	w *writer
+}
+
+// source returns what reads of the file read, and its size.
+func (f *openFile) source() (io.ReaderAt, int64, error) {
+	if f.f != nil {
+		return f.f, f.info.Size, nil
+	}
+	if ra, size, ok := f.w.readable(); ok {
+		return ra, size, nil
+	}
+	return nil, 0, errorf(xrootd.CodeNotAuthorized, "%s is open for writing only (its size was not announced with oss.asize)", "/"+f.logical)
+}
+
+// stat describes the open file: as opened, or as written so far.
+func (f *openFile) stat() storage.FileInfo {
+	if f.f != nil {
+		if fi, err := f.f.Stat(); err == nil {
+			return fi
+		}
+		return f.info
+	}
+	fi := f.info
+	fi.Size = f.w.written()
+	fi.ModTime = time.Now()
+	return fi
+}
+
+// close releases the file. An upload is committed unless abort is set or
+// it is incomplete, in which case it is discarded.
+func (f *openFile) close(ctx context.Context, abort bool) error {
+	if f.f != nil {
+		return f.f.Close()
+	}
+	if abort {
+		return f.w.abort()
+	}
+	return f.w.commit(ctx, "/"+f.logical)
+}
+
+// open answers kXR_open: for reading, or (with kXR_new or kXR_delete) a
+// new upload.
+func (ss *session) open(ctx context.Context, r *request) error {
+	o := xrootd.DecodeOpen(r.hdr.Body)
+	if o.Options&(xrootd.OpenNew|xrootd.OpenDelete|xrootd.OpenUpdate|xrootd.OpenWriteOnly|xrootd.OpenAppend) != 0 {
+		return ss.openWrite(ctx, r, o)
+	}
+	t, err := ss.resolve(string(r.data))
+	if err != nil {
+		return err
+	}
+	if err := ss.authorize(ctx, auth.Read, t); err != nil {
+		return err
+	}
+	if !t.found {
+		if ss.virtual(t) != nil {
+			return errorf(xrootd.CodeIsDirectory, "%s is a directory", t.Path())
+		}
+		return errNoExport(t)
+	}
+	sf, err := t.export.Backend.Open(ctx, t.rel)
+	if err != nil {
+		return err
+	}
+	fi, err := sf.Stat()
+	if err != nil {
+		sf.Close()
+		return err
+	}
+	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, f: sf, info: fi}
+	h, err := ss.add(of)
+	if err != nil {
+		sf.Close()
+		return err
+	}
+	resp := xrootd.OpenResponse{Handle: h}
+	if o.Options&xrootd.OpenRetstat != 0 || o.OptionsT&xrootd.OpenRetstatx != 0 {
+		resp.Stat = ss.statInfo(fi).String()
+	}
+	return r.ok(resp.Append(nil))
+}
+
+// closeReq answers kXR_close. Closing an upload commits it: the answer is
+// the commit's, so a client learns whether its file was stored.
+func (ss *session) closeReq(ctx context.Context, r *request) error {
+	f, err := ss.remove(xrootd.DecodeHandle(r.hdr.Body))
+	if err != nil {
+		return err
+	}
+	f.refs.Wait()
+	if err := f.close(ctx, false); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+// sync answers kXR_sync: uploads are made durable at commit (close), so
+// there is nothing to do before.
+func (ss *session) sync(r *request) error {
+	f, err := ss.acquire(xrootd.DecodeHandle(r.hdr.Body))
+	if err != nil {
+		return err
+	}
+	f.refs.Done()
+	return r.ok()
+}
+
+// truncate answers kXR_truncate of an upload: only to the size it will
+// have anyway (files are written whole and atomically; there is no
+// in-place change to make).
+func (ss *session) truncate(ctx context.Context, r *request) error {
+	wr := xrootd.DecodeWrite(r.hdr.Body)
+	if len(trimNUL(r.data)) > 0 {
+		t, err := ss.target(ctx, string(r.data), auth.Write)
+		if err != nil {
+			return err
+		}
+		return errorf(xrootd.CodeUnsupported, "%s: truncating a stored file is not supported; files are written whole", t.Path())
+	}
+	f, err := ss.acquire(wr.Handle)
+	if err != nil {
+		return err
+	}
+	defer f.refs.Done()
+	if f.w == nil {
+		return errorf(xrootd.CodeNotAuthorized, "/%s is not open for writing", f.logical)
+	}
+	if wr.Offset < 0 {
+		return errorf(xrootd.CodeArgInvalid, "negative size %d", wr.Offset)
+	}
+	if err := f.w.truncate(wr.Offset); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func trimNUL(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// maxReadVTotal bounds the bytes of one readv answer (XRootD's 2 GiB).
+const maxReadVTotal = 1 << 31
+
+// route points r's answer at the path the client asked for.
+func (ss *session) route(r *request, pathID byte) error {
+	if pathID == 0 || pathID == xrootd.PgAnyPath {
+		return nil
+	}
+	out, err := ss.path(pathID)
+	if err != nil {
+		return err
+	}
+	r.out = out
+	return nil
+}
+
+// fill has a Filler (a cache) make spans local before they are read.
+func fill(ctx context.Context, ra io.ReaderAt, spans ...storage.Span) error {
+	if fl, ok := ra.(storage.Filler); ok {
+		return fl.Fill(ctx, spans)
+	}
+	return nil
+}
+
+// read answers kXR_read: the bytes in kXR_oksofar parts of at most
+// MaxReadSize and a final kXR_ok; fewer than asked at the end of the file,
+// none past it. Pre-read lists are advisory and ignored.
+func (ss *session) read(ctx context.Context, r *request) error {
+	rq := xrootd.DecodeRead(r.hdr.Body)
+	args, err := xrootd.DecodeReadArgs(r.data)
+	if err != nil {
+		return errorf(xrootd.CodeArgInvalid, "read arguments: %v", err)
+	}
+	if err := ss.route(r, args.PathID); err != nil {
+		return err
+	}
+	if rq.Length < 0 || rq.Offset < 0 {
+		return errorf(xrootd.CodeArgInvalid, "read of %d bytes at %d", rq.Length, rq.Offset)
+	}
+	f, err := ss.acquire(rq.Handle)
+	if err != nil {
+		return err
+	}
+	defer f.refs.Done()
+	src, size, err := f.source()
+	if err != nil {
+		return err
+	}
+	if rq.Length == 0 || rq.Offset >= size {
+		return r.ok()
+	}
+	n := min(int64(rq.Length), size-rq.Offset)
+	chunk := int64(ss.srv.opts.MaxReadSize)
+	var buf *[]byte
+	if !r.out.canSendfile(src) {
+		buf = getBuf(int(min(n, chunk)))
+		defer putBuf(buf)
+	}
+	for done := int64(0); done < n; {
+		k := min(chunk, n-done)
+		st := xrootd.StatusOK
+		if done+k < n {
+			st = xrootd.StatusOKSoFar
+		}
+		if err := fill(ctx, src, storage.Span{Off: rq.Offset + done, Len: k}); err != nil {
+			return err
+		}
+		var b []byte
+		if buf != nil {
+			b = *buf
+		}
+		if err := r.out.sendFileFrame(r.hdr.StreamID, st, src, rq.Offset+done, k, b); err != nil {
+			return err
+		}
+		done += k
+	}
+	return nil
+}
+
+// readv answers kXR_readv: for each segment of the list, its 16-byte
+// header and its bytes, in frames of whole segments (kXR_oksofar then
+// kXR_ok). A segment past the end of its file fails the request, as in
+// XRootD.
+func (ss *session) readv(ctx context.Context, r *request) error {
+	segs, err := xrootd.DecodeSegments(r.data, xrootd.MaxReadVSegs)
+	if err != nil {
+		return errorf(xrootd.CodeArgInvalid, "read vector is invalid: %v", err)
+	}
+	if err := ss.route(r, xrootd.DecodeReadVPath(r.hdr.Body)); err != nil {
+		return err
+	}
+	var total int64
+	for _, s := range segs {
+		if s.Length > xrootd.MaxReadVData {
+			return errorf(xrootd.CodeNoMemory, "single readv transfer is too large (%d bytes, at most %d)", s.Length, xrootd.MaxReadVData)
+		}
+		total += int64(s.Length) + xrootd.SegmentLen
+	}
+	if total > maxReadVTotal {
+		return errorf(xrootd.CodeNoMemory, "total readv transfer is too large (%d bytes)", total)
+	}
+	type src struct {
+		ra   io.ReaderAt
+		size int64
+	}
+	files := map[xrootd.Handle]src{}
+	spans := map[xrootd.Handle][]storage.Span{}
+	for _, s := range segs {
+		if _, ok := files[s.Handle]; !ok {
+			f, err := ss.acquire(s.Handle)
+			if err != nil {
+				return err
+			}
+			defer f.refs.Done()
+			ra, size, err := f.source()
+			if err != nil {
+				return err
+			}
+			files[s.Handle] = src{ra, size}
+		}
+		fs := files[s.Handle]
+		if s.Offset+int64(s.Length) > fs.size {
+			return errorf(xrootd.CodeFSError, "readv past EOF: %d bytes at %d of a file of %d", s.Length, s.Offset, fs.size)
+		}
+		spans[s.Handle] = append(spans[s.Handle], storage.Span{Off: s.Offset, Len: int64(s.Length)})
+	}
+	for h, sp := range spans {
+		// A cache fetches everything missing of one file in one go.
+		if err := fill(ctx, files[h].ra, sp...); err != nil {
+			return err
+		}
+	}
+	quantum := max(ss.srv.opts.MaxReadSize, xrootd.MinReadVBuffer)
+	buf := getBuf(int(min(int64(quantum), total)))
+	defer putBuf(buf)
+	frame := (*buf)[:0]
+	for _, s := range segs {
+		if len(frame)+xrootd.SegmentLen+int(s.Length) > quantum {
+			if err := r.out.send(r.hdr.StreamID, xrootd.StatusOKSoFar, frame); err != nil {
+				return err
+			}
+			frame = (*buf)[:0]
+		}
+		frame = xrootd.AppendSegment(frame, s)
+		at := len(frame)
+		frame = frame[:at+int(s.Length)]
+		if k, err := files[s.Handle].ra.ReadAt(frame[at:], s.Offset); k < int(s.Length) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = errorf(xrootd.CodeFSError, "readv past EOF: file shrank (%d of %d bytes at %d)", k, s.Length, s.Offset)
+			}
+			return err
+		}
+	}
+	return r.out.send(r.hdr.StreamID, xrootd.StatusOK, frame)
+}
+
+// pgread answers kXR_pgread: kXR_status frames, each with the file offset
+// of its data as info and the data in pages with their CRC32C; frames
+// after the first start on a page boundary. The last frame is marked
+// final (with no data when the read starts at or past the end).
+func (ss *session) pgread(ctx context.Context, r *request) error {
+	rq := xrootd.DecodeRead(r.hdr.Body)
+	args := xrootd.DecodePgReadArgs(r.data)
+	if err := ss.route(r, args.PathID); err != nil {
+		return err
+	}
+	if rq.Length <= 0 || rq.Offset < 0 {
+		return errorf(xrootd.CodeArgInvalid, "pgread of %d bytes at %d", rq.Length, rq.Offset)
+	}
+	f, err := ss.acquire(rq.Handle)
+	if err != nil {
+		return err
+	}
+	defer f.refs.Done()
+	src, size, err := f.source()
+	if err != nil {
+		return err
+	}
+	sid := r.hdr.StreamID
+	var info [8]byte
+	if rq.Offset >= size {
+		return r.out.sendRaw(xrootd.AppendStatus(nil, sid, xrootd.ReqPgRead, xrootd.RespFinal, appendInt64(info[:0], rq.Offset), 0), nil)
+	}
+	n := min(int64(rq.Length), size-rq.Offset)
+	quantum := int64(ss.srv.opts.MaxReadSize) / xrootd.PageSize * xrootd.PageSize
+	dbuf := getBuf(int(min(n, quantum+xrootd.PageSize)))
+	defer putBuf(dbuf)
+	pbuf := getBuf(xrootd.PagedLen(rq.Offset, int(min(n, quantum+xrootd.PageSize))) + xrootd.PageUnit)
+	defer putBuf(pbuf)
+	var frame []byte
+	for off, end := rq.Offset, rq.Offset+n; off < end; {
+		k := min(end-off, quantum-off%xrootd.PageSize)
+		if err := fill(ctx, src, storage.Span{Off: off, Len: k}); err != nil {
+			return err
+		}
+		d := (*dbuf)[:k]
+		if got, err := src.ReadAt(d, off); int64(got) < k {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("file shrank while reading: %d of %d bytes at %d: %w", got, k, off, io.ErrUnexpectedEOF)
+			}
+			return err
+		}
+		paged := xrootd.AppendPages((*pbuf)[:0], off, d)
+		typ := byte(xrootd.RespPartial)
+		if off+k == end {
+			typ = xrootd.RespFinal
+		}
+		frame = xrootd.AppendStatus(frame[:0], sid, xrootd.ReqPgRead, typ, appendInt64(info[:0], off), int32(len(paged)))
+		if err := r.out.sendRaw(frame, paged); err != nil {
+			return err
+		}
+		off += k
+	}
+	return nil
+}

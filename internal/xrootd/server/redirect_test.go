@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// startRedirector starts a redirector whose Locate answers with locate.
+func startRedirector(t *testing.T, locate func(LocateRequest) ([]string, error)) *testServer {
+	return startServer(t, func(o *Options) {
+		o.Namespace = nil
+		o.Locate = func(_ context.Context, q LocateRequest) ([]string, error) { return locate(q) }
+	})
+}
+
+func TestRedirector(t *testing.T) {
+	data := startServer(t)
+	want := data.writeFile(t, "d/f", 3<<20)
+	var mu sync.Mutex
+	var asked []LocateRequest
+	rd := startRedirector(t, func(q LocateRequest) ([]string, error) {
+		mu.Lock()
+		asked = append(asked, q)
+		mu.Unlock()
+		switch {
+		case strings.HasPrefix(q.Path, "/store/missing"):
+			return nil, fmt.Errorf("%s: %w", q.Path, storage.ErrNotFound)
+		case strings.HasPrefix(q.Path, "/store/slow"):
+			return nil, fmt.Errorf("members did not answer: %w", storage.ErrUpstreamTimeout)
+		}
+		return []string{data.addr}, nil
+	})
+
+	rc := dialRaw(t, rd.addr)
+	b := rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion}.Body(), nil)
+	if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&xrootd.FlagIsManager == 0 {
+		t.Errorf("flags %x: not a manager", p.Flags)
+	}
+	rc.login()
+	st, body := rc.call(xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenRead}.Body(), []byte("/store/d/f?tried=h1,h2"))
+	red, err := xrootd.DecodeRedirectResponse(body)
+	if st != xrootd.StatusRedirect || err != nil || fmt.Sprintf("%s:%d", red.Host, red.Port) != data.addr {
+		t.Fatalf("open: %v %+v %v", st, red, err)
+	}
+	st, body = rc.call(xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenRead}.Body(), []byte("/store/slow"))
+	if w, err := xrootd.DecodeWaitResponse(body); st != xrootd.StatusWait || err != nil || w.Seconds <= 0 {
+		t.Errorf("slow lookup: %v %+v %v", st, w, err)
+	}
+	rc.mustFail(xrootd.CodeNotFound, xrootd.ReqStat, [16]byte{}, []byte("/store/missing"))
+	rc.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqStat, [16]byte{}, []byte("/store/../x"))
+	b = rc.mustOK(xrootd.ReqLocate, xrootd.LocateBody(0), []byte("/store/d/f"))
+	if locs, err := xrootd.ParseLocations(b); err != nil || len(locs) != 1 || locs[0].Addr != data.addr {
+		t.Errorf("locate %q %v", b, err)
+	}
+	st, _ = rc.call(xrootd.ReqMkdir, xrootd.MkdirRequest{Options: xrootd.MkdirPath}.Body(), []byte("/store/new"))
+	if st != xrootd.StatusRedirect {
+		t.Errorf("mkdir: %v", st)
+	}
+	mu.Lock()
+	if len(asked) < 2 || !slicesEqual(asked[0].Tried, []string{"h1", "h2"}) || asked[0].Write || !asked[len(asked)-1].Write {
+		t.Errorf("lookups %+v", asked)
+	}
+	mu.Unlock()
+
+	// Real clients follow: xrdcp and xrdfs through the redirector.
+	if _, err := lookTool("xrdcp"); err == nil {
+		dst := filepath.Join(t.TempDir(), "f")
+		mustRun(t, "xrdcp", "-s", rd.URL("store/d/f"), dst)
+		sameFile(t, dst, want)
+		up := filepath.Join(t.TempDir(), "up")
+		os.WriteFile(up, []byte("via the redirector"), 0o644)
+		mustRun(t, "xrdcp", "-s", up, rd.URL("store/d/up"))
+		sameFile(t, filepath.Join(data.dir, "d/up"), []byte("via the redirector"))
+		out := mustRun(t, "xrdfs", "root://"+rd.addr, "stat", "/store/d/f")
+		if !strings.Contains(out, "Size:   3145728") {
+			t.Errorf("xrdfs stat via the redirector:\n%s", out)
+		}
+		out = mustRun(t, "xrdfs", "root://"+rd.addr, "locate", "/store/d/f")
+		if !strings.Contains(out, data.addr) {
+			t.Errorf("xrdfs locate via the redirector:\n%s", out)
+		}
+		r := runToolEnv(t, time.Minute, []string{"XRD_REDIRECTLIMIT=3"}, "xrdcp", "-s", rd.URL("store/missing"), filepath.Join(t.TempDir(), "m"))
+		if r.err == nil || !strings.Contains(r.out, "3011") {
+			t.Errorf("xrdcp of a missing file via the redirector: %v\n%s", r.err, r.out)
+		}
+	}
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }

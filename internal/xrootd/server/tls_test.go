@@ -1,0 +1,117 @@
+package server
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// selfSigned returns a TLS config for 127.0.0.1 and the PEM of its
+// (self-signed, CA) certificate for clients to trust.
+func selfSigned(t *testing.T) (*tls.Config, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:        true, BasicConstraintsValid: true,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestTLSSwitch(t *testing.T) {
+	cfg, caPEM := selfSigned(t)
+	ts := startServer(t, func(o *Options) { o.TLS = cfg })
+	want := ts.writeFile(t, "f", 200<<10)
+
+	// A client that does not ask keeps plain TCP but learns TLS is there.
+	rc := dialRaw(t, ts.addr)
+	b := rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoAbleTLS}.Body(), nil)
+	if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&xrootd.FlagHaveTLS == 0 || p.Flags&xrootd.FlagGotoTLS != 0 {
+		t.Errorf("flags %x", p.Flags)
+	}
+	rc.login()
+
+	// One that asks switches after the answer.
+	rc = dialRaw(t, ts.addr)
+	b = rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoWantTLS}.Body(), nil)
+	if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&xrootd.FlagGotoTLS == 0 {
+		t.Fatalf("flags %x: no kXR_gotoTLS", p.Flags)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tc := tls.Client(rc.c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	rc.c = tc
+	rc.login()
+	h := rc.open("/store/f", xrootd.OpenRead)
+	if got := rc.mustOK(xrootd.ReqRead, xrootd.ReadRequest{Handle: h, Length: 300 << 10}.Body(), nil); !bytes.Equal(got, want) {
+		t.Errorf("read over TLS: %d bytes differ", len(got))
+	}
+
+	// Without TLS configured nothing is offered.
+	plain := startServer(t)
+	rc = dialRaw(t, plain.addr)
+	b = rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoWantTLS}.Body(), nil)
+	if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&(xrootd.FlagHaveTLS|xrootd.FlagGotoTLS) != 0 {
+		t.Errorf("flags %x without TLS", p.Flags)
+	}
+}
+
+func TestXrdcpRoots(t *testing.T) {
+	requireTool(t, "xrdcp")
+	cfg, caPEM := selfSigned(t)
+	ts := startServer(t, func(o *Options) { o.TLS = cfg })
+	want := ts.writeFile(t, "f", 5<<20)
+	// A CA directory as OpenSSL reads it: the certificate under its
+	// subject hash.
+	caDir := t.TempDir()
+	ca := filepath.Join(caDir, "ca.pem")
+	if err := os.WriteFile(ca, caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	openssl := requireTool(t, "openssl")
+	hash, err := exec.Command(openssl, "x509", "-hash", "-noout", "-in", ca).Output()
+	if err != nil {
+		t.Skipf("openssl x509 -hash: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(caDir, strings.TrimSpace(string(hash))+".0"), caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"X509_CERT_DIR=" + caDir}
+	dst := filepath.Join(t.TempDir(), "f")
+	url := strings.Replace(ts.URL("store/f"), "root://", "roots://", 1)
+	mustRunEnv(t, env, "xrdcp", "-s", "-f", url, dst)
+	sameFile(t, dst, want)
+	up := strings.Replace(ts.URL("store/up"), "root://", "roots://", 1)
+	mustRunEnv(t, env, "xrdcp", "-s", dst, up)
+	sameFile(t, filepath.Join(ts.dir, "up"), want)
+}

@@ -1,0 +1,30 @@
+// Package xrdclient is the root:// transport of wanda's client engine
+// (package client): `wanda cp root://...` gets the same parallel streams,
+// vector reads, retries, redirects, failover and end-to-end checksums as
+// over HTTP, from XRootD's own servers, EOS, dCache and wanda alike.
+//
+// It speaks the XRootD protocol with the wire types of package xrootd and
+// keeps to the engine's contract: one request sequence per call, no policy.
+// A kXR_redirect is answered as *client.RedirectError (the engine follows
+// it, caches the route and asks the redirector again, with `tried=`, when
+// the server it chose fails); a kXR_error as *Error, which matches the
+// engine's sentinels (kXR_NotFound is client.ErrNotFound, never retried)
+// and says whether the server's trouble is worth a retry. kXR_wait is
+// honoured here, on the same connection, since it is part of one request.
+//
+// Each engine stream takes its own connection from a per-server pool
+// (handshake, kXR_protocol, kXR_login, kXR_auth with unix or host when the
+// server asks), so parallel streams get parallel TCP windows. A stream's
+// kXR_read requests are pipelined (Options.ReadAhead) and each answer is
+// streamed from the socket into the caller's buffer. Connections are bound
+// to the caller's context: a deadline becomes the socket's, and the
+// engine's stall watchdog ending the context unblocks the socket at once;
+// such a connection, like any that saw an I/O error or a protocol
+// violation, is closed, never reused.
+//
+// Writes are kXR_open (kXR_new, or kXR_delete to replace; kXR_mkpath),
+// pipelined kXR_write and kXR_close, then the server's checksum compared
+// with the caller's. XRootD offers no atomic publish of a file written in
+// parts, so the transport does not implement client.PartWriter: uploads
+// go in one stream per file.
+package xrdclient
