@@ -29,6 +29,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/storage/posix"
+	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
 // Server is a data server built from configuration.
@@ -45,6 +46,7 @@ type Server struct {
 	url      atomic.Pointer[string] // advertised, set by Serve
 	joiner   *fed.Joiner
 	software string
+	xrd      *xrdserver.Server // root:// on the same port; nil when off
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -101,6 +103,18 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		ParallelPutIdleTimeout: cfg.Server.HTTP.ParallelPutIdleTimeout,
 	})
 	s.data = data
+	if cfg.Server.XRootD.Enabled {
+		s.xrd = xrdserver.NewServer(xrdserver.Options{
+			Namespace:     ns,
+			Auth:          auth.ExportPolicy{Rules: rules},
+			Log:           log.With("component", "xrootd"),
+			MaxConnsPerIP: cfg.Server.XRootD.MaxConnsPerIP,
+			Space: func(context.Context, string) (int64, int64, error) {
+				free, total := fed.DiskSpace(s.local.WritableDirs())
+				return free, total, nil
+			},
+		})
+	}
 	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
 	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
 	s.handler = frontDoor(reg, map[string]http.Handler{"/api/v1/locate": s.local}, dataH)
@@ -121,6 +135,10 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	u := advertised(s.fedCfg.Advertise, s.http.TLSConfig != nil, ln)
 	s.url.Store(&u)
+	if s.xrd != nil {
+		// root:// and HTTP(S) on one port, told apart by the first byte.
+		ln = newSniffer(ln, s.cfg.HTTP.ReadHeaderTimeout, func(c net.Conn) { s.xrd.ServeConn(ctx, c) })
+	}
 	if s.http.TLSConfig != nil {
 		ln = tls.NewListener(ln, s.http.TLSConfig)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // clientFlags are the engine settings every transferring verb takes.
@@ -33,7 +34,7 @@ func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
 	if f.stall <= 0 {
 		return nil, usagef("--stall-timeout must be positive")
 	}
-	c := client.New()
+	c := newClient()
 	c.Policy.Attempts = f.retries + 1
 	c.Policy.Stall = f.stall
 	level := slog.LevelWarn
@@ -42,6 +43,7 @@ func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.HTTP.Log = c.Log
+	xrdclient.Register(c) // again: with the log
 	return c, nil
 }
 

@@ -13,15 +13,24 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // remoteURL checks that a verb's argument is an http(s) URL.
 func remoteURL(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", usagef("%q is not an http:// or https:// URL", s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root") || u.Host == "" {
+		return "", usagef("%q is not an http://, https:// or root:// URL", s)
 	}
 	return s, nil
+}
+
+// newClient is the client engine with every transport wanda has: HTTP(S)
+// and root://.
+func newClient() *client.Client {
+	c := client.New()
+	xrdclient.Register(c)
+	return c
 }
 
 func newGetCmd() *cobra.Command {
@@ -73,7 +82,7 @@ func newLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			infos, err := client.New().List(cmd.Context(), u)
+			infos, err := newClient().List(cmd.Context(), u)
 			if err != nil {
 				return err
 			}
@@ -118,7 +127,7 @@ func newStatCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := client.New().Stat(cmd.Context(), u)
+			in, err := newClient().Stat(cmd.Context(), u)
 			if err != nil {
 				return err
 			}
@@ -152,7 +161,7 @@ func newRmCmd() *cobra.Command {
 		Short: "Remove files (and directories with -r)",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := client.New()
+			c := newClient()
 			for _, a := range args {
 				u, err := remoteURL(a)
 				if err != nil {
@@ -176,7 +185,7 @@ func newMkdirCmd() *cobra.Command {
 		Short: "Create directories",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := client.New()
+			c := newClient()
 			for _, a := range args {
 				u, err := remoteURL(a)
 				if err != nil {
@@ -207,7 +216,7 @@ func newCatCmd() *cobra.Command {
 			if byteRange != "" && !validRange(byteRange) {
 				return usagef("--range %q: want a-b, a- or -n (bytes, inclusive)", byteRange)
 			}
-			_, err = client.New().Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
+			_, err = newClient().Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
 			return err
 		},
 	}
@@ -242,7 +251,7 @@ func newSumCmd() *cobra.Command {
 			if checksum.Canonical(alg) == "" {
 				return usagef("--alg %q: known algorithms are %s", alg, strings.Join(checksum.Names, ", "))
 			}
-			sum, err := client.New().Checksum(cmd.Context(), u, alg)
+			sum, err := newClient().Checksum(cmd.Context(), u, alg)
 			if err != nil {
 				return err
 			}

@@ -39,6 +39,18 @@ type Server struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Federation joins redirectors (docs/federation.md).
 	Federation Federation `yaml:"federation"`
+	// XRootD serves root:// on the same port as HTTP (docs/xrootd.md).
+	XRootD XRootD `yaml:"xrootd"`
+}
+
+// XRootD configures the root:// front-end.
+type XRootD struct {
+	// Enabled answers XRootD clients (xrdcp, ROOT, uproot) on the listen
+	// port: a connection whose first byte is the XRootD handshake's.
+	Enabled bool `yaml:"enabled"`
+	// MaxConnsPerIP bounds the root:// connections from one address (0:
+	// no bound).
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
 }
 
 // Export is one logical prefix served from one local directory.
@@ -114,6 +126,7 @@ func Default() Config {
 			Checksums:       Checksums{OnWrite: []string{"adler32"}},
 			ShutdownTimeout: 30 * time.Second,
 			Federation:      Federation{Heartbeat: 5 * time.Second},
+			XRootD:          XRootD{Enabled: true},
 		},
 		Redirector: DefaultRedirector(),
 		Cache:      DefaultCache(),
