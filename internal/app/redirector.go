@@ -5,17 +5,20 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/redirector"
+	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
 // Redirector is the redirector role: the federation API and redirects,
@@ -78,6 +81,27 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
+	if c.XRootD {
+		// root:// clients get kXR_redirect to the same members (wanda
+		// servers answer root:// on their HTTP port).
+		xs := xrdserver.NewServer(xrdserver.Options{
+			Auth: auth.AllowAll{},
+			Log:  r.log.With("component", "xrootd"),
+			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
+				tried := map[string]bool{}
+				for _, h := range q.Tried {
+					tried[strings.ToLower(h)] = true
+				}
+				urls, err := rd.Targets(ctx, q.Path, q.Write, tried)
+				hosts := make([]string, 0, len(urls))
+				for _, u := range urls {
+					hosts = append(hosts, fed.HostOf(u))
+				}
+				return hosts, err
+			},
+		})
+		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
+	}
 	if r.tls != nil {
 		ln = tls.NewListener(ln, r.tls)
 	}

@@ -75,6 +75,8 @@ type Redirector struct {
 	TLS TLS `yaml:"tls"`
 	// ShutdownTimeout bounds in-flight requests at shutdown.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// XRootD answers root:// clients on the same port with kXR_redirect.
+	XRootD bool `yaml:"xrootd"`
 }
 
 // StaticMember is a member configured by hand.
@@ -99,6 +101,7 @@ func DefaultRedirector() Redirector {
 		Select:           "load",
 		WriteSelect:      "space",
 		ShutdownTimeout:  30 * time.Second,
+		XRootD:           true,
 	}
 }
 

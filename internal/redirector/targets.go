@@ -1,0 +1,48 @@
+package redirector
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// Targets answers another front-end (root://): the members' base URLs to
+// send a request for path to, best first — replicas for a read, writable
+// members for a write. A miss everywhere is storage.ErrNotFound; members
+// that did not answer in time, storage.ErrUpstreamTimeout (the client is
+// told to wait and ask again); no member that may write there,
+// storage.ErrReadOnly.
+func (r *Redirector) Targets(ctx context.Context, path string, write bool, tried map[string]bool) ([]string, error) {
+	if write {
+		targets, covered := r.writeTargets(path, tried)
+		if len(targets) == 0 {
+			if !covered {
+				return nil, fmt.Errorf("%s: no member exports it: %w", path, storage.ErrNotFound)
+			}
+			return nil, fmt.Errorf("%s: no writable member available: %w", path, storage.ErrReadOnly)
+		}
+		r.cache.forget(path)
+		out := make([]string, len(targets))
+		for i, t := range targets {
+			out[i] = t.URL
+		}
+		return out, nil
+	}
+	res := r.Locate(ctx, Query{Path: path, Tried: tried})
+	switch res.Status {
+	case fed.NotFound:
+		return nil, fmt.Errorf("%s: not found in the federation: %w", path, storage.ErrNotFound)
+	case fed.Unavailable:
+		return nil, fmt.Errorf("%s: %w: members did not answer in time", path, storage.ErrUpstreamTimeout)
+	}
+	var out []string
+	for _, x := range r.order(res.Replicas) {
+		if u, err := url.Parse(x.URL); err == nil {
+			out = append(out, u.Scheme+"://"+u.Host)
+		}
+	}
+	return out, nil
+}
