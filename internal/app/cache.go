@@ -18,6 +18,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
+	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
 // Cache is the cache role: the same HTTP front-end as a server, over the
@@ -31,6 +32,7 @@ type Cache struct {
 	metrics *metrics.HTTP
 	url     atomic.Pointer[string]
 	joiner  *fed.Joiner
+	xrd     *xrdserver.Server // root:// from the cache's blocks
 }
 
 // NewCache opens the cache directory (its contents come back) and builds
@@ -67,6 +69,13 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		Metrics:   m,
 		MaxRanges: config.Default().Server.HTTP.MaxRanges,
 	})
+	if k.XRootD {
+		c.xrd = xrdserver.NewServer(xrdserver.Options{
+			Namespace: ns,
+			Auth:      auth.ExportPolicy{Rules: []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}},
+			Log:       log.With("component", "xrootd"),
+		})
+	}
 	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
 	front := frontDoor(reg, map[string]http.Handler{
 		"/api/v1/cache/stats": core.StatsHandler(),
@@ -88,6 +97,9 @@ func (c *Cache) Core() *cache.Cache { return c.core }
 func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
 	u := advertised(c.cfg.Federation.Advertise, c.http.TLSConfig != nil, ln)
 	c.url.Store(&u)
+	if c.xrd != nil {
+		ln = newSniffer(ln, c.http.ReadHeaderTimeout, func(conn net.Conn) { c.xrd.ServeConn(ctx, conn) })
+	}
 	if c.http.TLSConfig != nil {
 		ln = tls.NewListener(ln, c.http.TLSConfig)
 	}

@@ -75,6 +75,8 @@ type Cache struct {
 	TLS TLS `yaml:"tls"`
 	// ShutdownTimeout bounds in-flight requests at shutdown.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// XRootD answers root:// clients on the same port from the cache.
+	XRootD bool `yaml:"xrootd"`
 }
 
 // DefaultCache is the cache section's defaults.
@@ -97,6 +99,7 @@ func DefaultCache() Cache {
 		StallTimeout:    30 * time.Second,
 		Federation:      Federation{Heartbeat: 5 * time.Second},
 		ShutdownTimeout: 30 * time.Second,
+		XRootD:          true,
 	}
 }
 
