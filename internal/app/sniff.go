@@ -131,3 +131,10 @@ func (s *sniffer) Close() error {
 }
 
 func (s *sniffer) Addr() net.Addr { return s.ln.Addr() }
+
+// SplitListener serves HTTP and a binary protocol (root://) on one port:
+// Accept returns the HTTP connections; binary gets each connection whose
+// first byte is 0, unread. timeout bounds the wait for the first byte.
+func SplitListener(ln net.Listener, timeout time.Duration, binary func(net.Conn)) net.Listener {
+	return newSniffer(ln, timeout, binary)
+}

@@ -356,7 +356,9 @@ func (n *Node) start(ln net.Listener) error {
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
 		r.frontDone = make(chan struct{})
-		go func() { _ = r.front.Serve(ln); close(r.frontDone) }()
+		// root:// connections are passed to the server's own port, whole.
+		split := app.SplitListener(ln, n.cfg.Server.HTTP.ReadHeaderTimeout, func(c net.Conn) { relayTCP(c, inner.Addr().String()) })
+		go func() { _ = r.front.Serve(split); close(r.frontDone) }()
 		go func() { r.err = srv.Serve(ctx, inner); srv.Close(); close(r.done) }()
 	case KindRedirector:
 		rd, err := app.NewRedirector(n.cfg, log, reg)
@@ -608,4 +610,18 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// relayTCP copies c to and from a connection to addr until either ends.
+func relayTCP(c net.Conn, addr string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
 }
