@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -57,6 +58,11 @@ func (s *sniffer) loop() {
 // route waits for the first byte (bounded) and hands the connection on.
 func (s *sniffer) route(c net.Conn) {
 	first, err := peekByte(c, s.timeout)
+	if errors.Is(err, errNotSocket) {
+		// A wrapped connection (tests, instrumentation): read the byte and
+		// replay it; such a connection has no sendfile to keep anyway.
+		c, first, err = readFirst(c, s.timeout)
+	}
 	if err != nil {
 		c.Close() // said nothing in time, or went away
 		return
@@ -76,7 +82,7 @@ func (s *sniffer) route(c net.Conn) {
 func peekByte(c net.Conn, timeout time.Duration) (byte, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return 0, errors.New("not a socket")
+		return 0, errNotSocket
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
@@ -103,6 +109,40 @@ func peekByte(c net.Conn, timeout time.Duration) (byte, error) {
 		return 0, errors.New("connection closed before its first byte")
 	}
 	return b[0], nil
+}
+
+var errNotSocket = errors.New("not a socket")
+
+// readFirst reads the first byte of a connection that cannot be peeked
+// and returns a connection that reads it again.
+func readFirst(c net.Conn, timeout time.Duration) (net.Conn, byte, error) {
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return c, 0, err
+	}
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	if err != nil {
+		return c, 0, err
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return c, 0, err
+	}
+	return &replayConn{Conn: c, first: b[:]}, b[0], nil
+}
+
+// replayConn returns first before the rest of Conn.
+type replayConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 // Accept returns the next HTTP connection.

@@ -3,6 +3,7 @@ package xrdclient
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,7 +27,9 @@ const maxSmallAnswer = 64 << 20
 // Any I/O error or protocol violation marks it broken: it is then closed
 // instead of going back to the pool, never reused.
 type conn struct {
-	nc     net.Conn
+	nc     net.Conn // raw, or TLS over raw
+	raw    net.Conn // the TCP connection: deadlines and closing
+	key    string   // the pool's: addr, "tls:" + addr for roots://
 	br     *bufio.Reader
 	addr   string
 	log    *slog.Logger
@@ -36,8 +39,12 @@ type conn struct {
 	reused bool // taken from the pool rather than freshly dialled
 	// answered: a header arrived since the connection left the pool.
 	answered bool
-	idle     time.Time // when it went back to the pool
-	hdr      [xrootd.RequestHeaderLen]byte
+	tls      bool // switched to TLS
+	// owed are requests whose answers nobody waited for (kXR_close of a
+	// file read): settle reads them before the connection's next use.
+	owed []xrootd.StreamID
+	idle time.Time // when it went back to the pool
+	hdr  [xrootd.RequestHeaderLen]byte
 }
 
 // nextSID returns a fresh stream ID (never 0, which the handshake uses).
@@ -85,8 +92,8 @@ func (c *conn) ioErr(ctx context.Context, err error) error {
 // deadline lies in the past and a request may be half sent).
 func (c *conn) bind(ctx context.Context) (unbind func()) {
 	d, _ := ctx.Deadline()
-	_ = c.nc.SetDeadline(d)
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
+	_ = c.raw.SetDeadline(d)
+	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Unix(1, 0)) })
 	return func() {
 		if !stop() {
 			c.broken = true
@@ -172,6 +179,36 @@ func (c *conn) body(ctx context.Context, n int32, dst []byte) ([]byte, error) {
 		left -= k
 	}
 	return dst, nil
+}
+
+// settle reads the answers owed to requests sent without waiting. Their
+// content does not matter (a failed close of a file read changes
+// nothing); a connection that cannot give them is broken.
+func (c *conn) settle(ctx context.Context) error {
+	for len(c.owed) > 0 {
+		h, err := c.header(ctx)
+		if err != nil {
+			return err
+		}
+		if h.StreamID != c.owed[0] {
+			return c.protoErr("answer for stream %x while settling %x", h.StreamID, c.owed[0])
+		}
+		switch h.Status {
+		case xrootd.StatusOK, xrootd.StatusError:
+			if _, err := c.br.Discard(int(h.Dlen)); err != nil {
+				return c.ioErr(ctx, err)
+			}
+			c.owed = c.owed[1:]
+		case xrootd.StatusWaitResp:
+			if _, err := c.br.Discard(int(h.Dlen)); err != nil {
+				return c.ioErr(ctx, err)
+			}
+		default:
+			return c.protoErr("%v to a request sent without waiting", h.Status)
+		}
+	}
+	c.answered = false // the next request's answer is what tells a live connection
+	return nil
 }
 
 // maxWaits bounds how many kXR_wait answers one request honours, and
@@ -343,9 +380,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // handshake runs the connection set-up on a fresh connection: the
 // handshake and kXR_protocol (sent together, as XRootD's own client does),
+// TLS when the URL is roots:// or the server requires it (kXR_gotoTLS),
 // kXR_login and, when the server asks for it, kXR_auth.
-func (c *conn) handshake(ctx context.Context, o *Options) error {
-	pr := xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Expect: xrootd.ExpectLogin}
+func (c *conn) handshake(ctx context.Context, o *Options, ti *urlInfo) error {
+	pr := xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoAbleTLS, Expect: xrootd.ExpectLogin}
+	if ti.tls {
+		pr.Flags |= xrootd.ProtoWantTLS
+	}
 	b := xrootd.AppendHandshake(nil)
 	sid := c.nextSID()
 	b = xrootd.AppendRequest(b, sid, xrootd.ReqProtocol, pr.Body(), nil)
@@ -373,6 +414,15 @@ func (c *conn) handshake(ctx context.Context, o *Options) error {
 	if c.server, err = xrootd.DecodeProtocolResponse(pb); err != nil {
 		return c.protoErr("kXR_protocol: %v", err)
 	}
+	switch {
+	case c.server.Flags&xrootd.FlagGotoTLS != 0:
+		if err := c.startTLS(ctx, o, ti); err != nil {
+			return err
+		}
+	case ti.tls:
+		c.broken = true
+		return fmt.Errorf("%s: %w", c.addr, errNoTLS)
+	}
 
 	lr := xrootd.LoginRequest{PID: int32(o.PID), CapVer: xrootd.LoginVersion5}
 	copy(lr.Username[:], o.User)
@@ -389,6 +439,35 @@ func (c *conn) handshake(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// errNoTLS: a roots:// URL names a server that does not offer TLS.
+var errNoTLS = errors.New("the server offers no TLS (roots://); use root:// to go without")
+
+// startTLS switches the connection to TLS, as kXR_gotoTLS says: right
+// after the kXR_protocol answer, before anything else is sent.
+func (c *conn) startTLS(ctx context.Context, o *Options, ti *urlInfo) error {
+	if c.br.Buffered() > 0 {
+		return c.protoErr("%d bytes after kXR_gotoTLS", c.br.Buffered())
+	}
+	cfg := o.TLS.Clone()
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = ti.u.Hostname()
+	}
+	tc := tls.Client(c.raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.broken = true
+		if ctx.Err() != nil {
+			return c.ioErr(ctx, err)
+		}
+		return fmt.Errorf("%s: TLS: %w", c.addr, err)
+	}
+	c.nc, c.tls = tc, true
+	c.br.Reset(tc)
 	return nil
 }
 

@@ -13,14 +13,17 @@
 // honoured here, on the same connection, since it is part of one request.
 //
 // Each engine stream takes its own connection from a per-server pool
-// (handshake, kXR_protocol, kXR_login, kXR_auth with unix or host when the
-// server asks), so parallel streams get parallel TCP windows. A stream's
+// (handshake, kXR_protocol, TLS for roots:// or when the server says
+// kXR_gotoTLS, kXR_login, kXR_auth with unix or host when the server
+// asks), so parallel streams get parallel TCP windows. A stream's
 // kXR_read requests are pipelined (Options.ReadAhead) and each answer is
-// streamed from the socket into the caller's buffer. Connections are bound
-// to the caller's context: a deadline becomes the socket's, and the
-// engine's stall watchdog ending the context unblocks the socket at once;
-// such a connection, like any that saw an I/O error or a protocol
-// violation, is closed, never reused.
+// streamed from the socket into the caller's buffer; the kXR_close of a
+// file read is not waited for (its answer is read by the connection's next
+// user), so a chunk costs two round trips, kXR_open and its first read.
+// Connections are bound to the caller's context: a deadline becomes the
+// socket's, and the engine's stall watchdog ending the context unblocks
+// the socket at once; such a connection, like any that saw an I/O error or
+// a protocol violation, is closed, never reused.
 //
 // Writes are kXR_open (kXR_new, or kXR_delete to replace; kXR_mkpath),
 // pipelined kXR_write and kXR_close, then the server's checksum compared

@@ -77,14 +77,20 @@ func FuzzAnswers(f *testing.F) {
 	f.Add(login, xrootd.AppendResponse(nil, xrootd.StreamID{0, 3}, xrootd.StatusRedirect, xrootd.RedirectResponse{Port: 1, Host: "h?x"}.Append(nil)))
 	f.Add(login, xrootd.AppendResponse(nil, xrootd.StreamID{0, 3}, xrootd.StatusWait, xrootd.WaitResponse{}.Append(nil)))
 	f.Fuzz(func(t *testing.T, setup, answers []byte) {
+		start := time.Now()
+		defer func() {
+			if d := time.Since(start); d > 4*time.Second {
+				t.Fatalf("took %v", d)
+			}
+		}()
 		tr := New(Options{ReadChunk: 4096, ReadAhead: 3})
 		wire := append(xrootd.AppendServerHandshake(nil, 1), setup...)
 		wire = append(wire, answers...)
 		for op := range 3 {
 			fc := &fuzzConn{r: bytes.NewReader(wire)}
-			c := &conn{nc: fc, br: bufio.NewReader(fc), addr: "fuzz", log: tr.opts.Log}
+			c := &conn{nc: fc, raw: fc, br: bufio.NewReader(fc), addr: "fuzz", log: tr.opts.Log}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if err := c.handshake(ctx, &tr.opts); err != nil {
+			if err := c.handshake(ctx, &tr.opts, &urlInfo{u: &url.URL{Host: "fuzz"}, addr: "fuzz"}); err != nil {
 				cancel()
 				return
 			}

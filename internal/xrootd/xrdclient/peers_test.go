@@ -63,7 +63,10 @@ func (p wandaPeer) writeFile(t testing.TB, name string, data []byte) {
 	}
 }
 
-func startWanda(t testing.TB) wandaPeer {
+func startWanda(t testing.TB) wandaPeer { return startWandaWith(t, nil) }
+
+// startWandaWith starts wanda's server with options changed by opt.
+func startWandaWith(t testing.TB, opt func(*server.Options)) wandaPeer {
 	t.Helper()
 	dir := t.TempDir()
 	be, err := posix.New(dir, posix.Options{})
@@ -75,7 +78,11 @@ func startWanda(t testing.TB) wandaPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := server.NewServer(server.Options{Namespace: ns, Auth: auth.AllowAll{}})
+	o := server.Options{Namespace: ns, Auth: auth.AllowAll{}}
+	if opt != nil {
+		opt(&o)
+	}
+	s := server.NewServer(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

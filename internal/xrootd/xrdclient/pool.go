@@ -15,14 +15,16 @@ import (
 // parallel streams to a server use N connections, each with its own TCP
 // window. Idle connections are bounded per host and age out.
 type pool struct {
-	mu   sync.Mutex
-	idle map[string][]*conn // most recently used last
+	mu    sync.Mutex
+	idle  map[string][]*conn // most recently used last
+	swept time.Time          // last sweep of every host's stale connections
 }
 
 // get returns an idle connection to addr or dials a new one. Idle
 // connections past IdleTimeout are closed (the server may have dropped
 // them already).
-func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
+func (t *Transport) get(ctx context.Context, ti *urlInfo) (*conn, error) {
+	addr := ti.key
 	now := time.Now()
 	var c *conn
 	var stale []*conn
@@ -47,13 +49,13 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 	}
 	t.pool.mu.Unlock()
 	for _, s := range stale {
-		s.nc.Close()
+		s.raw.Close()
 	}
 	if c != nil {
 		c.reused, c.answered = true, false
 		return c, nil
 	}
-	return t.dial(ctx, addr)
+	return t.dial(ctx, ti)
 }
 
 // put gives c back: to the pool when it is healthy and there is room,
@@ -63,7 +65,7 @@ func (t *Transport) put(c *conn) {
 		return
 	}
 	if c.broken {
-		c.nc.Close()
+		c.raw.Close()
 		return
 	}
 	c.idle = time.Now()
@@ -71,13 +73,36 @@ func (t *Transport) put(c *conn) {
 	if t.pool.idle == nil {
 		t.pool.idle = map[string][]*conn{}
 	}
-	cs := t.pool.idle[c.addr]
+	var stale []*conn
+	if c.idle.Sub(t.pool.swept) > t.opts.IdleTimeout {
+		// Connections to servers no longer used would otherwise stay
+		// open until the process ends.
+		t.pool.swept = c.idle
+		for addr, cs := range t.pool.idle {
+			k := 0
+			for k < len(cs) && c.idle.Sub(cs[k].idle) > t.opts.IdleTimeout {
+				k++
+			}
+			stale = append(stale, cs[:k]...)
+			if k == len(cs) {
+				delete(t.pool.idle, addr)
+			} else {
+				t.pool.idle[addr] = cs[k:]
+			}
+		}
+	}
+	defer func() {
+		for _, s := range stale {
+			s.raw.Close()
+		}
+	}()
+	cs := t.pool.idle[c.key]
 	if len(cs) >= t.opts.MaxIdlePerHost {
 		t.pool.mu.Unlock()
-		c.nc.Close()
+		c.raw.Close()
 		return
 	}
-	t.pool.idle[c.addr] = append(cs, c)
+	t.pool.idle[c.key] = append(cs, c)
 	t.pool.mu.Unlock()
 }
 
@@ -89,21 +114,21 @@ func (t *Transport) CloseIdle() {
 	t.pool.mu.Unlock()
 	for _, cs := range idle {
 		for _, c := range cs {
-			c.nc.Close()
+			c.raw.Close()
 		}
 	}
 }
 
-// dial connects to addr and logs in.
-func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
+// dial connects to ti's server and logs in.
+func (t *Transport) dial(ctx context.Context, ti *urlInfo) (*conn, error) {
 	d := net.Dialer{Timeout: t.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, "tcp", ti.addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), addr: addr, log: t.opts.Log}
+	c := &conn{nc: nc, raw: nc, br: bufio.NewReaderSize(nc, 64<<10), addr: ti.addr, key: ti.key, log: t.opts.Log}
 	unbind := c.bind(ctx)
-	err = c.handshake(ctx, &t.opts)
+	err = c.handshake(ctx, &t.opts, ti)
 	unbind()
 	if err == nil && c.broken {
 		err = c.ioErr(ctx, context.Cause(ctx))
@@ -115,15 +140,15 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 	return c, nil
 }
 
-// acquire takes a connection to addr, binds it to ctx and runs first on
+// acquire takes a connection to ti's server, binds it to ctx and runs first on
 // it. A reused connection that fails before any answer arrived was most
 // likely closed by the server while idle: first runs once more on a fresh
 // one (first is a request that has no effect unless answered, or is
 // idempotent). On success the caller owns the bound connection and gives
 // it back with release; on failure it is already given back.
-func (t *Transport) acquire(ctx context.Context, addr string, first func(c *conn) error) (*conn, func(), error) {
+func (t *Transport) acquire(ctx context.Context, ti *urlInfo, first func(c *conn) error) (*conn, func(), error) {
 	for try := 0; ; try++ {
-		c, err := t.get(ctx, addr)
+		c, err := t.get(ctx, ti)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -131,6 +156,15 @@ func (t *Transport) acquire(ctx context.Context, addr string, first func(c *conn
 			c.reused = false
 		}
 		unbind := c.bind(ctx)
+		if err := c.settle(ctx); err != nil {
+			// A connection that cannot finish its last user's business
+			// is no good: a fresh one.
+			t.release(c, unbind)
+			if ctx.Err() != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		err = first(c)
 		if err == nil {
 			return c, unbind, nil
@@ -150,9 +184,10 @@ func (t *Transport) release(c *conn, unbind func()) {
 	t.put(c)
 }
 
-// session runs fn on a connection to addr bound to ctx (see acquire).
-func (t *Transport) session(ctx context.Context, addr string, fn func(c *conn) error) error {
-	c, unbind, err := t.acquire(ctx, addr, fn)
+// session runs fn on a connection to ti's server bound to ctx (see
+// acquire).
+func (t *Transport) session(ctx context.Context, ti *urlInfo, fn func(c *conn) error) error {
+	c, unbind, err := t.acquire(ctx, ti, fn)
 	if err != nil {
 		return err
 	}

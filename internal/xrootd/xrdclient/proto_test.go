@@ -418,3 +418,50 @@ func TestRedirectURL(t *testing.T) {
 		t.Error("an empty host was accepted")
 	}
 }
+
+// TestIdleTimeout: a connection idle past IdleTimeout is closed, not
+// reused, on the next request to its server or a later one to another.
+func TestIdleTimeout(t *testing.T) {
+	handle := func(fc *fakeConn, h xrootd.RequestHeader, d []byte) error {
+		return fc.ok(h.StreamID, []byte(statLine+"\x00"))
+	}
+	s1, s2 := startFake(t, handle), startFake(t, handle)
+	tr := New(Options{IdleTimeout: time.Minute})
+	defer tr.CloseIdle()
+	ctx := testCtx(t)
+	stat := func(s *fakeServer) {
+		t.Helper()
+		if _, err := tr.Stat(ctx, mustURL(t, s.URL("/data/f")), nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age := func() {
+		tr.pool.mu.Lock()
+		for _, cs := range tr.pool.idle {
+			for _, c := range cs {
+				c.idle = c.idle.Add(-2 * time.Minute)
+			}
+		}
+		tr.pool.swept = tr.pool.swept.Add(-2 * time.Minute)
+		tr.pool.mu.Unlock()
+	}
+	stat(s1)
+	stat(s1)
+	if n := s1.connCount(); n != 1 {
+		t.Fatalf("%d connections, want 1 reused", n)
+	}
+	age()
+	stat(s1)
+	if n := s1.connCount(); n != 2 {
+		t.Fatalf("%d connections, want a new one after the idle timeout", n)
+	}
+	stat(s2)
+	age()
+	stat(s2) // sweeps s1's idle connection too
+	tr.pool.mu.Lock()
+	_, kept := tr.pool.idle[s1.Addr()]
+	tr.pool.mu.Unlock()
+	if kept {
+		t.Error("a stale connection to another server was kept")
+	}
+}

@@ -18,7 +18,7 @@ import (
 func (t *Transport) open(ctx context.Context, ti *urlInfo, opts xrootd.OpenOptions, mode xrootd.Mode) (*conn, func(), xrootd.OpenResponse, error) {
 	var or xrootd.OpenResponse
 	req := xrootd.OpenRequest{Mode: mode, Options: opts | xrootd.OpenRetstat}
-	c, unbind, err := t.acquire(ctx, ti.addr, func(c *conn) error {
+	c, unbind, err := t.acquire(ctx, ti, func(c *conn) error {
 		b, err := c.call(ctx, xrootd.ReqOpen, req.Body(), []byte(ti.path))
 		if err != nil {
 			return err
@@ -34,15 +34,17 @@ func (t *Transport) open(ctx context.Context, ti *urlInfo, opts xrootd.OpenOptio
 	return c, unbind, or, nil
 }
 
-// closeFile closes an open handle (kXR_close) and gives the connection
-// back; a failed close costs the connection, not the caller's result.
-func (t *Transport) closeFile(ctx context.Context, c *conn, unbind func(), h xrootd.Handle) error {
-	var err error
+// closeFile closes a file opened for reading and gives the connection
+// back without waiting for the answer: kXR_close of a read-only file says
+// nothing worth a round trip, so the answer is read by the next user of
+// the connection (conn.settle), long arrived by then.
+func (t *Transport) closeFile(ctx context.Context, c *conn, unbind func(), h xrootd.Handle) {
 	if !c.broken && ctx.Err() == nil {
-		_, err = c.call(ctx, xrootd.ReqClose, xrootd.HandleBody(h), nil)
+		if sid, err := c.send(ctx, xrootd.ReqClose, xrootd.HandleBody(h), nil); err == nil {
+			c.owed = append(c.owed, sid)
+		}
 	}
 	t.release(c, unbind)
-	return err
 }
 
 // Read opens u (kXR_open with kXR_retstat, whose stat becomes the Info)
@@ -296,7 +298,8 @@ func (r *reader) Close() error {
 		r.t.release(c, r.unbind)
 		return nil
 	}
-	return r.t.closeFile(r.ctx, c, r.unbind, r.h)
+	r.t.closeFile(r.ctx, c, r.unbind, r.h)
+	return nil
 }
 
 // readvBatch bounds: the protocol's segment count and size, and a total
@@ -352,9 +355,7 @@ func (t *Transport) ReadV(ctx context.Context, u *url.URL, want []client.Range, 
 		t.release(c, unbind)
 		return annotate(err, "kXR_readv", ti)
 	}
-	if err := t.closeFile(ctx, c, unbind, or.Handle); err != nil {
-		return annotate(err, "kXR_close", ti)
-	}
+	t.closeFile(ctx, c, unbind, or.Handle)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package xrdclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,7 +50,10 @@ type Options struct {
 	// how many are sent before the first is acknowledged (default 2).
 	WriteChunk int
 	WriteAhead int
-	Log        *slog.Logger
+	// TLS configures roots:// connections (and root:// ones a server
+	// switches to TLS); nil: the system's roots, the URL's host name.
+	TLS *tls.Config
+	Log *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -118,10 +122,12 @@ func New(opts Options) *Transport {
 	return &Transport{opts: opts.withDefaults()}
 }
 
-// Register makes a new default transport c's root:// transport.
+// Register makes a new default transport c's root:// and roots://
+// transport.
 func Register(c *client.Client) *Transport {
 	t := New(Options{Log: c.Log})
 	c.Register("root", t)
+	c.Register("roots", t)
 	return t
 }
 
@@ -130,6 +136,8 @@ type urlInfo struct {
 	u    *url.URL
 	addr string // host:port
 	path string // "/a/b?cgi" as the server gets it
+	tls  bool   // roots://
+	key  string // the connection pool's: addr, "tls:" + addr for roots://
 }
 
 // target reads a root:// URL. root://host//a/b and root://host/a/b both
@@ -149,7 +157,12 @@ func target(u *url.URL) (*urlInfo, error) {
 	if q := cgi(u.RawQuery); q != "" {
 		p += "?" + q
 	}
-	return &urlInfo{u: u, addr: net.JoinHostPort(host, port), path: p}, nil
+	ti := &urlInfo{u: u, addr: net.JoinHostPort(host, port), path: p, tls: u.Scheme == "roots"}
+	ti.key = ti.addr
+	if ti.tls {
+		ti.key = "tls:" + ti.addr
+	}
+	return ti, nil
 }
 
 // cgi returns a URL's query as XRootD reads opaque information: as sent,
@@ -235,7 +248,7 @@ func mergeCGI(a, b string) string {
 // do runs one request on a pooled connection and returns its whole answer.
 func (t *Transport) do(ctx context.Context, ti *urlInfo, id xrootd.RequestID, body [16]byte, data []byte) ([]byte, error) {
 	var out []byte
-	err := t.session(ctx, ti.addr, func(c *conn) error {
+	err := t.session(ctx, ti, func(c *conn) error {
 		var err error
 		out, err = c.call(ctx, id, body, data)
 		return err

@@ -1,0 +1,155 @@
+package xrdclient
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/xrootd/server"
+)
+
+// selfSigned returns a certificate for 127.0.0.1 and localhost, its key,
+// and a pool that trusts it.
+func selfSigned(t testing.TB) (tls.Certificate, []byte, []byte, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:        true, BasicConstraintsValid: true,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), pool
+}
+
+// tlsConns counts the pooled connections that are and are not TLS.
+func tlsConns(tr *Transport) (withTLS, plain int) {
+	tr.pool.mu.Lock()
+	defer tr.pool.mu.Unlock()
+	for _, cs := range tr.pool.idle {
+		for _, c := range cs {
+			if c.tls {
+				withTLS++
+			} else {
+				plain++
+			}
+		}
+	}
+	return withTLS, plain
+}
+
+// testTLS: roots:// downloads and uploads go over TLS; root:// to the
+// same server stays plain.
+func testTLS(t *testing.T, p peer, pool *x509.CertPool) {
+	c := client.New()
+	c.Policy.Stall = 20 * time.Second
+	tr := New(Options{TLS: &tls.Config{RootCAs: pool}, Log: c.Log})
+	c.Register("root", tr)
+	c.Register("roots", tr)
+	t.Cleanup(tr.CloseIdle)
+	ctx := testCtx(t)
+	data := randomBytes(6<<20+5, 31)
+	p.writeFile(t, "/data/f", data)
+	secure := "roots" + p.URL("/data/f")[len("root"):]
+
+	dst := filepath.Join(t.TempDir(), "f")
+	if _, err := c.Copy(ctx, []string{secure}, dst, client.CopyOptions{Streams: 3, Checksum: "adler32", ChunkMin: 1 << 20, ChunkMax: 2 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+		t.Fatal("bytes differ")
+	}
+	src := filepath.Join(t.TempDir(), "up")
+	if err := os.WriteFile(src, data[:3<<20], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Copy(ctx, []string{src}, "roots"+p.URL("/data/up")[len("root"):], client.CopyOptions{Checksum: "adler32"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p.Path("/data/up")); !bytes.Equal(got, data[:3<<20]) {
+		t.Fatal("uploaded bytes differ")
+	}
+	if n, plain := tlsConns(tr); n == 0 || plain != 0 {
+		t.Errorf("%d TLS and %d plain connections pooled after roots:// transfers", n, plain)
+	}
+	tr.CloseIdle()
+	if _, err := c.Stat(ctx, p.URL("/data/f")); err != nil {
+		t.Fatal(err)
+	}
+	if n, plain := tlsConns(tr); n != 0 || plain != 1 {
+		t.Errorf("root:// to a TLS-capable server: %d TLS and %d plain connections", n, plain)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	cert, certPEM, keyPEM, pool := selfSigned(t)
+	t.Run("wanda", func(t *testing.T) {
+		p := startWandaWith(t, func(o *server.Options) { o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}} })
+		testTLS(t, p, pool)
+	})
+	t.Run("xrootd", func(t *testing.T) {
+		needXRootD(t)
+		_, uid, gid := runAs(t)
+		dir := filepath.Join(t.TempDir(), "tls")
+		peerDir(t, dir, uid, gid)
+		certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		for f, b := range map[string][]byte{certFile: certPEM, keyFile: keyPEM} {
+			if err := os.WriteFile(f, b, 0o400); err != nil {
+				t.Fatal(err)
+			}
+			if uid >= 0 {
+				if err := os.Chown(f, uid, gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		p := startXRootD(t, "xrd.tls "+certFile+" "+keyFile, "xrd.tlsca noverify")
+		testTLS(t, p, pool)
+	})
+}
+
+// TestTLSUnavailable: roots:// to a server without TLS fails at once,
+// not retried, rather than going plain.
+func TestTLSUnavailable(t *testing.T) {
+	p := startWanda(t)
+	c, _ := newClient(t)
+	start := time.Now()
+	_, err := c.Stat(testCtx(t), "roots"+p.URL("/data/f")[len("root"):])
+	if !errors.Is(err, errNoTLS) {
+		t.Fatalf("got %v, want errNoTLS", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v: retried?", d)
+	}
+}
