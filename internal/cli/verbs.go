@@ -19,8 +19,8 @@ import (
 // remoteURL checks that a verb's argument is an http(s) URL.
 func remoteURL(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root") || u.Host == "" {
-		return "", usagef("%q is not an http://, https:// or root:// URL", s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root" && u.Scheme != "roots") || u.Host == "" {
+		return "", usagef("%q is not an http(s):// or root(s):// URL", s)
 	}
 	return s, nil
 }
