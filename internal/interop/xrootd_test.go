@@ -1,0 +1,145 @@
+package interop
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/fedtest"
+)
+
+// rootURL turns a node's http://host:port into root://host:port/ (wanda
+// answers root:// on its HTTP port).
+func rootURL(base string) string {
+	return "root://" + strings.TrimPrefix(base, "http://") + "/"
+}
+
+// xrdcp and xrdfs (Debian xrootd-client) against a wanda server: download
+// with 1 and 4 streams, upload, ls -l, stat, mkdir, mv, rm, checksum,
+// locate.
+func TestXrdcpXrdfsAgainstServer(t *testing.T) {
+	requireTool(t, "xrdcp")
+	requireTool(t, "xrdfs")
+	s := startServer(t)
+	root := rootURL(s.URL)
+	host := strings.TrimSuffix(strings.TrimPrefix(root, "root://"), "/")
+	dir := t.TempDir()
+	for _, streams := range []string{"1", "4"} {
+		dst := filepath.Join(dir, "f"+streams)
+		mustRun(t, dir, "xrdcp", "-f", "--streams", streams, root+"/store/data/file-64m.bin", dst)
+		sameBytes(t, "xrdcp --streams "+streams, readFile(t, dst), readFile(t, filepath.Join(s.Store, "data/file-64m.bin")))
+	}
+	up := filepath.Join(dir, "up.bin")
+	if err := os.WriteFile(up, randomBytes(3<<20+7, 91), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, dir, "xrdcp", "-f", up, root+"/scratch/in/up.bin")
+	sameBytes(t, "xrdcp upload", readFile(t, filepath.Join(s.Scratch, "in/up.bin")), readFile(t, up))
+
+	ls := mustRun(t, dir, "xrdfs", host, "ls", "-l", "/store/data")
+	if !bytes.Contains(ls.Stdout, []byte("/store/data/file-64m.bin")) || !bytes.Contains(ls.Stdout, []byte("67108864")) {
+		t.Errorf("xrdfs ls -l: %s", ls.Stdout)
+	}
+	st := mustRun(t, dir, "xrdfs", host, "stat", "/store/hello.txt")
+	if !bytes.Contains(st.Stdout, []byte("Size:")) {
+		t.Errorf("xrdfs stat: %s", st.Stdout)
+	}
+	ck := mustRun(t, dir, "xrdfs", host, "query", "checksum", "/store/data/file-64m.bin")
+	if !bytes.HasPrefix(bytes.TrimSpace(ck.Stdout), []byte("adler32 bda598df")) {
+		t.Errorf("xrdfs query checksum: %q, want adler32 bda598df", ck.Stdout)
+	}
+	mustRun(t, dir, "xrdfs", host, "mkdir", "-p", "/scratch/a/b")
+	mustRun(t, dir, "xrdfs", host, "mv", "/scratch/in/up.bin", "/scratch/a/b/moved.bin")
+	sameBytes(t, "after xrdfs mv", readFile(t, filepath.Join(s.Scratch, "a/b/moved.bin")), readFile(t, up))
+	mustRun(t, dir, "xrdfs", host, "rm", "/scratch/a/b/moved.bin")
+	if _, err := os.Stat(filepath.Join(s.Scratch, "a/b/moved.bin")); !os.IsNotExist(err) {
+		t.Errorf("after xrdfs rm: %v", err)
+	}
+	loc := mustRun(t, dir, "xrdfs", host, "locate", "/store/hello.txt")
+	if !bytes.Contains(loc.Stdout, []byte(host)) {
+		t.Errorf("xrdfs locate: %q", loc.Stdout)
+	}
+	if r := run(t, dir, "xrdcp", "-f", root+"/store/no/such", filepath.Join(dir, "x")); r.Err == nil {
+		t.Error("xrdcp of a missing file succeeded")
+	}
+	if r := run(t, dir, "xrdcp", "-f", up, root+"/store/readonly.bin"); r.Err == nil {
+		t.Error("xrdcp upload into a read-only export succeeded")
+	}
+}
+
+// xrdcp through a wanda redirector (kXR_redirect to the site that has
+// the file) and through a wanda cache (served from its blocks).
+func TestXrdcpThroughRedirectorAndCache(t *testing.T) {
+	requireTool(t, "xrdcp")
+	f := fedtest.Start(t, fedtest.Options{Global: true})
+	f.WaitSettled(t)
+	want := randomBytes(5<<20+3, 92)
+	f.Put(t, 1, 1, "/store/r/f.bin", want)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "via-redirector")
+	mustRun(t, dir, "xrdcp", "-f", rootURL(f.Sites[0].Redirector.URL)+"/store/r/f.bin", dst)
+	sameBytes(t, "xrdcp through site 0's redirector", readFile(t, dst), want)
+
+	cache := startCache(t, f.Global.URL)
+	for _, pass := range []string{"cold", "warm"} {
+		dst := filepath.Join(dir, "via-cache-"+pass)
+		mustRun(t, dir, "xrdcp", "-f", rootURL(cache)+"/store/r/f.bin", dst)
+		sameBytes(t, "xrdcp through the cache, "+pass, readFile(t, dst), want)
+	}
+}
+
+// uproot reads the demo TTree over root:// (fsspec-xrootd) from a wanda
+// server, and the XRootD Python bindings do a vector read.
+func TestUprootAndPyXRootDOverRoot(t *testing.T) {
+	requirePython(t)
+	if r := runFor(t, time.Minute, "", "python3", "-c", "import fsspec_xrootd, XRootD"); r.Err != nil {
+		missing(t, "python3 cannot import fsspec_xrootd and XRootD (pip install fsspec-xrootd; apt install python3-xrootd)")
+	}
+	s := startServer(t)
+	root := rootURL(s.URL)
+	script := `
+import sys, json, uproot
+from XRootD import client
+t = uproot.open(sys.argv[1] + "/store/` + demo.RootPath + `")["events"]
+a = t.arrays(["px", "nhits"])
+f = client.File()
+st, _ = f.open(sys.argv[1] + "/store/data/file-1m.bin")
+assert st.ok, st
+st, res = f.vector_read([(0, 16), (4096, 16), (1048560, 16)])
+assert st.ok, st
+print(json.dumps({"entries": t.num_entries, "px10": float(a["px"][10]), "nhits7": int(a["nhits"][7]),
+                  "chunks": [c.buffer.hex() for c in res.chunks]}))
+`
+	r := runFor(t, 2*time.Minute, t.TempDir(), "python3", "-c", script, root)
+	if r.Err != nil {
+		t.Fatalf("python over root://: %v\n%s\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var out struct {
+		Entries int64
+		Px10    float64
+		Nhits7  int
+		Chunks  []string
+	}
+	lines := bytes.Split(bytes.TrimSpace(r.Stdout), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], &out); err != nil {
+		t.Fatalf("output %q: %v", r.Stdout, err)
+	}
+	ev10, ev7 := demo.MakeEvent(10), demo.MakeEvent(7)
+	if out.Entries != demo.RootEntries || out.Px10 != ev10.Px || out.Nhits7 != int(ev7.NHits) {
+		t.Errorf("uproot over root://: %+v, want %d entries, px[10]=%v, nhits[7]=%d", out, demo.RootEntries, ev10.Px, ev7.NHits)
+	}
+	file := readFile(t, filepath.Join(s.Store, "data/file-1m.bin"))
+	for i, off := range []int{0, 4096, 1048560} {
+		if i >= len(out.Chunks) || out.Chunks[i] != bytesHex(file[off:off+16]) {
+			t.Errorf("vector_read chunk %d: %v", i, out.Chunks)
+		}
+	}
+}
+
+func bytesHex(b []byte) string { return hex.EncodeToString(b) }
