@@ -265,6 +265,12 @@ func TestPages(t *testing.T) {
 	if _, _, err := DecodePages(nil, 0, []byte{1, 2, 3, 4}); err == nil {
 		t.Error("a CRC without data accepted")
 	}
+	// In place, as the server takes a pgwrite apart in its request buffer.
+	wire = AppendPages(nil, 100, data)
+	got, bad, err := DecodePages(wire[:0], 100, wire)
+	if err != nil || len(bad) > 0 || !bytes.Equal(got, data) {
+		t.Errorf("in place: %d bytes, bad %v, %v", len(got), bad, err)
+	}
 }
 
 func TestStatText(t *testing.T) {

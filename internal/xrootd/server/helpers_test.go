@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,11 @@ type serverOpt func(*Options)
 // /store until the test ends.
 func startServer(t *testing.T, opts ...serverOpt) *testServer {
 	t.Helper()
+	if _, seen := leakChecked.LoadOrStore(t, true); !seen {
+		// Registered before the first server's own cleanup, so it runs
+		// after every server of the test has stopped.
+		t.Cleanup(func() { leakChecked.Delete(t); noLeaks(t) })
+	}
 	dir := t.TempDir()
 	be, err := posix.New(dir, posix.Options{})
 	if err != nil {
@@ -69,6 +76,29 @@ func startServer(t *testing.T, opts ...serverOpt) *testServer {
 		}
 	})
 	return &testServer{Server: s, addr: ln.Addr().String(), dir: dir}
+}
+
+var leakChecked sync.Map // *testing.T -> true
+
+// noLeaks fails when goroutines of the servers outlive them.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	var stacks string
+	for i := 0; i < 200; i++ {
+		buf := make([]byte, 1<<20)
+		stacks = string(buf[:runtime.Stack(buf, true)])
+		leaked := false
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "xrootd/server.(*conn)") || strings.Contains(g, "xrootd/server.(*Server)") {
+				leaked = true
+			}
+		}
+		if !leaked {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("server goroutines left after shutdown:\n%s", stacks)
 }
 
 func testLogger(t *testing.T) *slog.Logger {

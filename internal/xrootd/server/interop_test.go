@@ -32,6 +32,7 @@ func TestXrdcpDownload(t *testing.T) {
 		{"one stream", nil, nil, "store/data/big.root", want},
 		{"four streams", []string{"--streams", "4"}, []string{"XRD_LOGLEVEL=Debug"}, "store/data/big.root", want},
 		{"many small chunks", nil, []string{"XRD_CPCHUNKSIZE=65536", "XRD_CPPARALLELCHUNKS=16"}, "store/data/big.root", want},
+		{"pgread", nil, []string{"XRD_CPUSEPGWRTRD=1", "XRD_LOGLEVEL=Dump"}, "store/data/big.root", want},
 		{"small", nil, nil, "store/data/small", small},
 		{"empty", nil, nil, "store/data/empty", empty},
 		{"opaque and double slash", nil, nil, "/store//data/small?foo=bar", small},
@@ -41,6 +42,9 @@ func TestXrdcpDownload(t *testing.T) {
 			args := append([]string{"-f", "-s"}, c.args...)
 			log := mustRunEnv(t, c.env, "xrdcp", append(args, ts.URL(c.src), dst)...)
 			sameFile(t, dst, c.want)
+			if slices.Contains(c.env, "XRD_CPUSEPGWRTRD=1") && !strings.Contains(log, "kXR_pgread") {
+				t.Errorf("xrdcp did not use kXR_pgread")
+			}
 			if slices.Contains(c.args, "--streams") {
 				if n := strings.Count(log, "kXR_bind successful"); n != 4 {
 					t.Errorf("%d substreams bound, want 4", n)
@@ -106,6 +110,14 @@ func TestXrdfsMetadata(t *testing.T) {
 	out = mustRun(t, "xrdfs", url, "query", "config", "readv_iov_max")
 	if strings.TrimSpace(out) != "1024" {
 		t.Errorf("xrdfs query config: %q", out)
+	}
+	out = mustRun(t, "xrdfs", url, "statvfs", "/store")
+	if !strings.Contains(out, "Nodes with RW space:                1") {
+		t.Errorf("xrdfs statvfs:\n%s", out)
+	}
+	out = mustRun(t, "xrdfs", url, "spaceinfo", "/store")
+	if !strings.Contains(out, "Free:") {
+		t.Errorf("xrdfs spaceinfo:\n%s", out)
 	}
 	r := runTool(t, time.Minute, "xrdfs", url, "stat", "/store/d/nope")
 	if r.err == nil || !strings.Contains(r.out, "3011") {

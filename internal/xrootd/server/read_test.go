@@ -315,3 +315,51 @@ func TestBind(t *testing.T) {
 	main.c.Close()
 	closedWithin(t, sub.c, 5*time.Second)
 }
+
+// TestLongDirlist: a listing larger than one part comes in kXR_oksofar
+// parts that real clients put back together.
+func TestLongDirlist(t *testing.T) {
+	ts := startServer(t)
+	const n = 3000
+	for i := 0; i < n; i++ {
+		ts.writeFile(t, fmt.Sprintf("many/file-with-a-longish-name-%05d", i), 1)
+	}
+	rc := dialRaw(t, ts.addr).login()
+	for _, opt := range []byte{0, xrootd.DirlistDStat} {
+		fs := rc.frames(rc.send(xrootd.ReqDirlist, xrootd.DirlistBody(opt), []byte("/store/many")))
+		if len(fs) < 2 {
+			t.Errorf("options %d: %d frames", opt, len(fs))
+		}
+		var all []byte
+		for _, f := range fs {
+			all = append(all, f.body...)
+		}
+		ents, err := xrootd.ParseDirlist(all)
+		if err != nil || len(ents) != n || (opt != 0) != (ents[0].Stat != nil) {
+			t.Fatalf("options %d: %d entries, %v", opt, len(ents), err)
+		}
+	}
+	if _, err := lookTool("xrdfs"); err == nil {
+		out := mustRun(t, "xrdfs", "root://"+ts.addr, "ls", "-l", "/store/many")
+		if got := strings.Count(out, "file-with-a-longish-name-"); got != n {
+			t.Errorf("xrdfs ls -l: %d entries, want %d", got, n)
+		}
+	}
+}
+
+// TestEndsess: a client that lost its connection ends the old session
+// from a new one; the old session's uploads are gone before the answer.
+func TestEndsess(t *testing.T) {
+	ts := startServer(t)
+	old := dialRaw(t, ts.addr).login()
+	h := old.open("/store/e", xrootd.OpenNew)
+	old.mustOK(xrootd.ReqWrite, xrootd.WriteRequest{Handle: h}.Body(), []byte("partial"))
+	fresh := dialRaw(t, ts.addr).login()
+	fresh.mustOK(xrootd.ReqEndsess, old.sess.Body(), nil)
+	if !noUploadTemps(ts.dir) {
+		t.Error("the old session's upload survived kXR_endsess")
+	}
+	closedWithin(t, old.c, 5*time.Second)
+	fresh.mustOK(xrootd.ReqEndsess, old.sess.Body(), nil) // already gone: fine
+	fresh.mustOK(xrootd.ReqPing, [16]byte{}, nil)
+}

@@ -360,6 +360,9 @@ func (c *conn) endsess(ctx context.Context, r *request) error {
 		c.cancel()
 		return errSent
 	}
+	if hostOf(old.main.peer) != hostOf(c.peer) {
+		return errorf(xrootd.CodeNotAuthorized, "not session owner")
+	}
 	old.main.cancel()
 	select {
 	case <-old.endDone:

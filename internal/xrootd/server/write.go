@@ -38,6 +38,8 @@ type writer struct {
 	pendingBytes int
 	maxPending   int
 	done         bool
+
+	badPages map[int64]int64 // pgwrite: offset -> length of pages to resend
 }
 
 type span struct{ off, end int64 }
@@ -109,16 +111,17 @@ func (ss *session) write(ctx context.Context, r *request) error {
 		return err
 	}
 	defer f.refs.Done()
-	if err := f.w.write(wr.Offset, r); err != nil {
+	if err := f.w.write(wr.Offset, r.data, r); err != nil {
 		return err
 	}
 	return r.ok()
 }
 
 // pgwrite answers kXR_pgwrite: the data comes in pages with their CRC32C.
-// A page that does not match its CRC is not written; the whole write is
-// refused with kXR_ChkSumErr, which fails the upload (the client does not
-// resend: the corruption is reported, never stored).
+// Pages that match are written; those that do not are listed in the
+// answer (their offsets, with the lengths of the first and last), and the
+// client sends them again with kXR_pgRetry. Pages still bad at close fail
+// the upload with kXR_ChkSumErr: corruption is reported, never stored.
 func (ss *session) pgwrite(ctx context.Context, r *request) error {
 	wr := xrootd.DecodeWrite(r.hdr.Body)
 	if len(r.data) <= 4 {
@@ -138,18 +141,45 @@ func (ss *session) pgwrite(ctx context.Context, r *request) error {
 		f.w.fail(err)
 		return errorf(xrootd.CodeArgInvalid, "pgwrite: %v", err)
 	}
-	if len(bad) > 0 {
-		err := errorf(xrootd.CodeChkSumErr, "pgwrite: %d page(s) arrived with a bad CRC32C, first at offset %d; upload discarded", len(bad), bad[0])
+	end := wr.Offset + int64(len(data))
+	pieceLen := func(off int64) int64 { return min(xrootd.PageSize-off%xrootd.PageSize, end-off) }
+	if len(bad) > xrootd.PgMaxEpr {
+		err := errorf(xrootd.CodeTooManyErrs, "pgwrite: %d pages arrived with a bad CRC32C; upload discarded", len(bad))
 		f.w.fail(err)
 		return err
 	}
-	r.data = data
-	if err := f.w.write(wr.Offset, r); err != nil {
-		return err
+	if len(bad) == 0 {
+		if err := f.w.write(wr.Offset, data, r); err != nil {
+			return err
+		}
+	} else {
+		// Write the runs between the bad pages.
+		cur := wr.Offset
+		for _, b := range append(bad, end) {
+			if b > cur {
+				if err := f.w.write(cur, data[cur-wr.Offset:b-wr.Offset], nil); err != nil {
+					return err
+				}
+			}
+			if b < end {
+				cur = b + pieceLen(b)
+			}
+		}
+		if err := f.w.markBad(bad, pieceLen); err != nil {
+			return err
+		}
 	}
-	info := make([]byte, 0, 8)
-	info = appendInt64(info, wr.Offset)
-	return r.out.sendRaw(xrootd.AppendStatus(nil, r.hdr.StreamID, xrootd.ReqPgWrite, xrootd.RespFinal, info, 0), nil)
+	if wr.ReqFlags&xrootd.PgRetry != 0 {
+		f.w.clearBad(wr.Offset, end, bad)
+	}
+	var cse []byte
+	if len(bad) > 0 {
+		cse = xrootd.PgWriteErrors{
+			FirstLen: int16(pieceLen(bad[0])), LastLen: int16(pieceLen(bad[len(bad)-1])), Offsets: bad,
+		}.Append(nil)
+	}
+	info := appendInt64(make([]byte, 0, 8), wr.Offset)
+	return r.out.sendRaw(xrootd.AppendStatus(nil, r.hdr.StreamID, xrootd.ReqPgWrite, xrootd.RespFinal, info, int32(len(cse))), cse)
 }
 
 func appendInt64(b []byte, v int64) []byte {
@@ -170,10 +200,10 @@ func (ss *session) writable(h xrootd.Handle) (*openFile, error) {
 	return f, nil
 }
 
-// write stores r's data at off. A sequential upload may keep r's buffer
-// (taking it from r) until the bytes before it arrive.
-func (w *writer) write(off int64, r *request) error {
-	data := r.data
+// write stores data at off. A sequential upload may keep data until the
+// bytes before it arrive: it takes r's buffer when data is r's (setting
+// r.buf to nil), else copies.
+func (w *writer) write(off int64, data []byte, r *request) error {
 	if off < 0 {
 		return errorf(xrootd.CodeArgInvalid, "negative offset %d", off)
 	}
@@ -220,7 +250,7 @@ func (w *writer) write(off int64, r *request) error {
 		w.err = errorf(xrootd.CodeUnsupported, "write at %d while only %d bytes arrived: more than %d bytes out of order (announce the size with oss.asize to write in any order)", off, w.pos, w.maxPending)
 		return w.err
 	}
-	if r.buf != nil && len(r.data) > 0 && &(*r.buf)[0] == &r.data[0] {
+	if r != nil && r.buf != nil && len(data) > 0 && &(*r.buf)[0] == &data[0] {
 		w.pending[off] = r.buf // keep the request's buffer
 		r.buf = nil
 	} else {
@@ -311,6 +341,34 @@ func (w *writer) written() int64 {
 	return w.pos
 }
 
+// markBad records pages that arrived corrupt and must come again.
+func (w *writer) markBad(offs []int64, length func(int64) int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.badPages == nil {
+		w.badPages = map[int64]int64{}
+	}
+	for _, o := range offs {
+		w.badPages[o] = length(o)
+	}
+	if len(w.badPages) > xrootd.PgMaxEos {
+		w.err = errorf(xrootd.CodeTooManyErrs, "more than %d pages with a bad CRC32C outstanding", xrootd.PgMaxEos)
+		return w.err
+	}
+	return nil
+}
+
+// clearBad forgets the pages of [off, end) that a retry brought whole.
+func (w *writer) clearBad(off, end int64, stillBad []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for o := range w.badPages {
+		if o >= off && o < end && !slices.Contains(stillBad, o) {
+			delete(w.badPages, o)
+		}
+	}
+}
+
 // truncate accepts only the size the upload has (or will have).
 func (w *writer) truncate(size int64) error {
 	w.mu.Lock()
@@ -336,6 +394,10 @@ func (w *writer) commit(ctx context.Context, name string) error {
 			return &Error{Code: xe.Code, Msg: name + ": upload failed, nothing stored: " + xe.Msg, Err: xe.Err}
 		}
 		return fmt.Errorf("%s: upload failed, nothing stored: %w", name, w.err)
+	}
+	if n := len(w.badPages); n > 0 {
+		w.abortLocked()
+		return errorf(xrootd.CodeChkSumErr, "%s: %d uncorrected checksum errors; nothing stored", name, n)
 	}
 	var err error
 	if w.ru != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,11 +46,15 @@ func TestXrdcpUpload(t *testing.T) {
 		{"checksum verified", []string{"--cksum", "adler32"}, nil, "store/up/c"},
 		{"small chunks out of order", nil, []string{"XRD_CPCHUNKSIZE=65536", "XRD_CPPARALLELCHUNKS=16"}, "store/up/d"},
 		{"posc", []string{"--posc"}, nil, "store/up/e"},
+		{"pgwrite", nil, []string{"XRD_CPUSEPGWRTRD=1", "XRD_LOGLEVEL=Dump"}, "store/up/f"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"-s"}, c.args...)
-			mustRunEnv(t, c.env, "xrdcp", append(args, src, ts.URL(c.dst))...)
+			log := mustRunEnv(t, c.env, "xrdcp", append(args, src, ts.URL(c.dst))...)
 			sameFile(t, filepath.Join(ts.dir, strings.TrimPrefix(c.dst, "store/")), data)
+			if slices.Contains(c.env, "XRD_CPUSEPGWRTRD=1") && !strings.Contains(log, "kXR_pgwrite") {
+				t.Errorf("xrdcp did not use kXR_pgwrite")
+			}
 		})
 	}
 	t.Run("no replace without --force", func(t *testing.T) {
@@ -188,11 +194,27 @@ func TestUploadAtomic(t *testing.T) {
 		// kXR_new on an existing file: refused; kXR_delete replaces.
 		rc.mustFail(xrootd.CodeItExists, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenNew}.Body(), []byte(path))
 		h = rc.open(path, xrootd.OpenDelete)
-		// A corrupt page fails the upload; the old file stays.
+		// Corrupt pages are reported; not sent again, they fail the
+		// upload and the old file stays.
 		pg = xrootd.AppendPages(nil, 0, data)
 		pg[10] ^= 1
-		rc.mustFail(xrootd.CodeChkSumErr, xrootd.ReqPgWrite, xrootd.WriteRequest{Handle: h}.Body(), pg)
+		pg[2*xrootd.PageUnit+10] ^= 1
+		cse := pgwriteErrors(t, rc, h, 0, pg, 0)
+		if cse.FirstLen != xrootd.PageSize || !reflect.DeepEqual(cse.Offsets, []int64{0, 2 * xrootd.PageSize}) {
+			t.Fatalf("pgwrite errors %+v", cse)
+		}
 		rc.mustFail(xrootd.CodeChkSumErr, xrootd.ReqClose, xrootd.HandleBody(h), nil)
+		sameFile(t, target, data)
+
+		// Sent again with kXR_pgRetry, they complete the file.
+		h = rc.open(path, xrootd.OpenDelete)
+		pgwriteErrors(t, rc, h, 0, pg, 0)
+		for _, o := range []int64{0, 2 * xrootd.PageSize} {
+			if cse := pgwriteErrors(t, rc, h, o, xrootd.AppendPages(nil, o, data[o:o+xrootd.PageSize]), xrootd.PgRetry); len(cse.Offsets) != 0 {
+				t.Fatalf("retry at %d: %+v", o, cse)
+			}
+		}
+		rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(h), nil)
 		sameFile(t, target, data)
 		if err := os.Remove(target); err != nil {
 			t.Fatal(err)
@@ -218,6 +240,20 @@ func noUploadTemps(dir string) bool {
 		return nil
 	})
 	return !found
+}
+
+// pgwriteErrors sends a pgwrite and returns the pages it reports bad.
+func pgwriteErrors(t *testing.T, rc *rawClient, h xrootd.Handle, off int64, pages []byte, flags byte) xrootd.PgWriteErrors {
+	t.Helper()
+	fs := rc.frames(rc.send(xrootd.ReqPgWrite, xrootd.WriteRequest{Handle: h, Offset: off, ReqFlags: flags}.Body(), pages))
+	if fs[0].hdr.Status != xrootd.StatusStatus {
+		t.Fatalf("pgwrite: %v %s", fs[0].hdr.Status, errText(fs[0].hdr.Status, fs[0].body))
+	}
+	cse, err := xrootd.DecodePgWriteErrors(fs[0].data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cse
 }
 
 // waitFor polls cond for up to 10 seconds.
