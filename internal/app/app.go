@@ -103,12 +103,18 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		ParallelPutIdleTimeout: cfg.Server.HTTP.ParallelPutIdleTimeout,
 	})
 	s.data = data
+	tlsCfg, err := loadTLS(cfg.Server.TLS, "server")
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.Server.XRootD.Enabled {
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
 			Namespace:     ns,
 			Auth:          auth.ExportPolicy{Rules: rules},
 			Log:           log.With("component", "xrootd"),
 			MaxConnsPerIP: cfg.Server.XRootD.MaxConnsPerIP,
+			TLS:           tlsCfg, // roots://, negotiated inside the protocol
 			Space: func(context.Context, string) (int64, int64, error) {
 				free, total := fed.DiskSpace(s.local.WritableDirs())
 				return free, total, nil
@@ -119,10 +125,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
 	s.handler = frontDoor(reg, map[string]http.Handler{"/api/v1/locate": s.local}, dataH)
 	s.http = newHTTPServer(s.handler, cfg.Server.HTTP, m, log)
-	if s.http.TLSConfig, err = loadTLS(cfg.Server.TLS, "server"); err != nil {
-		s.Close()
-		return nil, err
-	}
+	s.http.TLSConfig = tlsCfg
 	return s, nil
 }
 
