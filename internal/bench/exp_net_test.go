@@ -84,7 +84,7 @@ const netTestWindowRate = 512 * 1024 / 0.020 / 1e6
 func TestRTTQuick(t *testing.T) {
 	_, hasCurl := exec.LookPath("curl")
 	r := netExecute(t, "rtt", map[string]string{
-		"rtts": "0 20", "size": "16MiB", "streams": "1 4", "window": "512KiB", "xrd_streams": "4",
+		"rtts": "0 20", "size": "16MiB", "streams": "1 4", "window": "512KiB", "xrd_streams": "4", "root_streams": "4",
 	})
 	rows := r.Rows()
 	for _, row := range rows {
@@ -116,6 +116,24 @@ func TestRTTQuick(t *testing.T) {
 	}
 	if c := netRows(rows, "rtt_ms", int64(20), "client", "curl"); len(c) == 1 {
 		netWithin(t, "curl, RTT 20 ms, 512 KiB window", netFloat(t, c[0], "mb_s"), netTestWindowRate, 0.30)
+	}
+	for _, rtt := range []int64{0, 20} {
+		if got := netRows(rows, "rtt_ms", rtt, "client", "wanda cp root://", "streams", 4); len(got) != 1 {
+			t.Errorf("rtt %d: %d wanda cp root:// rows, want 1", rtt, len(got))
+		}
+		if _, err := exec.LookPath("xrdcp"); err == nil {
+			if got := netRows(rows, "rtt_ms", rtt, "client", "xrdcp from wanda", "streams", 4); len(got) != 1 {
+				t.Errorf("rtt %d: %d xrdcp from wanda rows, want 1", rtt, len(got))
+			}
+		}
+	}
+	if w := netRows(rows, "rtt_ms", int64(20), "client", "wanda cp root://", "streams", 4); len(w) == 1 {
+		// Four root:// streams at RTT 20 ms move at least about one
+		// window per RTT (16 MiB is too short for more to show: each
+		// connection's handshake, protocol and login take round trips).
+		if m := netFloat(t, w[0], "mb_s"); m < 0.8*netTestWindowRate {
+			t.Errorf("wanda cp root:// with 4 streams at RTT 20 ms: %.1f MB/s, below one window/RTT (%.1f)", m, netTestWindowRate)
+		}
 	}
 	if len(netRows(rows, "client", "xrdcp")) == 0 {
 		t.Log("no xrdcp rows (xrdcp or xrootd not installed, or not runnable here)")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/wan"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 func init() {
@@ -28,7 +29,9 @@ func init() {
 			`one RTT charged per connect) at each RTT: wanda's client library (Client.Copy, ` +
 			`in-process, end-to-end checksum) with 1/4/8/16 range streams against an in-process ` +
 			`wanda server, curl (one stream, a process) against the same server, and xrdcp ` +
-			`--streams 4/8 against XRootD's own server behind an identical relay. Every copy is ` +
+			`--streams 4/8 against XRootD's own server behind an identical relay, and root:// from the ` +
+			`wanda server itself (its HTTP port answers root://): xrdcp --streams 4/8 ("xrdcp from wanda") ` +
+			`and the client library's root:// transport at 1/8 streams ("wanda cp root://"). Every copy is ` +
 			`checked (size and CRC-32C against the source). Seed 004 measured xrdcp falling from ` +
 			`1046 MB/s at 0 ms to ~160 MB/s at 40 ms on a 10 Gb/s path and curl to 63 MB/s: one ` +
 			`stream is window/RTT bound, parallel streams hold the link.`,
@@ -41,6 +44,9 @@ func init() {
 			{Name: "xrd_streams", Help: "xrdcp --streams values", Default: "4 8"},
 			{Name: "curl", Help: "also time curl (one stream) when installed: yes/no", Default: "yes"},
 			{Name: "xrdcp", Help: "also time xrdcp against xrootd when installed: yes/no", Default: "yes"},
+			{Name: "xrdcp_wanda", Help: "also time xrdcp from the wanda server (root:// on its HTTP port, through the same relay) when xrdcp is installed, with xrd_streams: yes/no", Default: "yes"},
+			{Name: "wanda_root", Help: "also time wanda cp root:// (the client library's root:// transport) from the wanda server, with root_streams: yes/no", Default: "yes"},
+			{Name: "root_streams", Help: "wanda cp root:// streams per copy", Default: "1 8", Quick: "8"},
 		},
 		Run: runRTT,
 	})
@@ -68,6 +74,9 @@ func runRTT(ctx context.Context, r *Run) error {
 	xrdStreams := r.Ints("xrd_streams")
 	wantCurl := netYes(r, "curl")
 	wantXrd := netYes(r, "xrdcp")
+	wantXrdWanda := netYes(r, "xrdcp_wanda")
+	wantRoot := netYes(r, "wanda_root")
+	rootStreams := r.Ints("root_streams")
 	every := netSampleEvery(r)
 
 	data := filepath.Join(r.Dir(), "data")
@@ -105,6 +114,16 @@ func runRTT(ctx context.Context, r *Run) error {
 			return err
 		}
 	}
+	haveXrdWanda := wantXrdWanda && r.Have("xrdcp")
+	if wantXrdWanda && !haveXrdWanda && !wantXrd {
+		r.Note("xrdcp: not installed (apt-get install xrootd-client), the xrdcp from wanda lines are skipped")
+	}
+	if haveXrdWanda {
+		r.Note("xrdcp from wanda: xrdcp (its defaults) from the wanda server's root:// (on its HTTP port), through the same relay as the wanda and curl copies")
+	}
+	if wantRoot {
+		r.Note("wanda cp root://: the client library with its root:// transport (xrdclient), in-process, checksum auto, from the wanda server's root:// through the same relay")
+	}
 	if haveXrd {
 		r.Note("xrdcp runs with its defaults (pgread with a CRC-32C per 4 KiB page), against XRootD's own server on the same directory behind an identical relay")
 	}
@@ -124,6 +143,16 @@ func runRTT(ctx context.Context, r *Run) error {
 	if haveXrd {
 		for _, s := range xrdStreams {
 			jobs = append(jobs, job{"xrdcp", s})
+		}
+	}
+	if haveXrdWanda {
+		for _, s := range xrdStreams {
+			jobs = append(jobs, job{"xrdcp from wanda", s})
+		}
+	}
+	if wantRoot {
+		for _, s := range rootStreams {
+			jobs = append(jobs, job{"wanda cp root://", s})
 		}
 	}
 	n, i := len(rtts)*r.Reps()*len(jobs), 0
@@ -167,6 +196,10 @@ func runRTT(ctx context.Context, r *Run) error {
 					err = netCmd(cctx, "curl", "-sSf", "--noproxy", "*", "-o", dst, "http://"+waddr+"/data/big.bin")
 				case "xrdcp":
 					err = netCmd(cctx, "xrdcp", "-s", "-f", "--streams", fmt.Sprint(j.streams), "root://"+xaddr+"//big.bin", dst)
+				case "xrdcp from wanda":
+					err = netCmd(cctx, "xrdcp", "-s", "-f", "--streams", fmt.Sprint(j.streams), "root://"+waddr+"//data/big.bin", dst)
+				case "wanda cp root://":
+					err = netWandaCopy(cctx, []string{"root://" + waddr + "//data/big.bin"}, dst, client.CopyOptions{Streams: j.streams, Checksum: "auto"})
 				}
 				secs := time.Since(t0).Seconds()
 				smp.Stop()
@@ -246,11 +279,12 @@ func netYes(r *Run, name string) bool {
 }
 
 // netWandaCopy copies with a fresh client (as a new `wanda cp` process
-// would: no connections kept from the previous copy) and closes its idle
-// connections afterwards.
+// would: no connections kept from the previous copy; http(s):// and
+// root://) and closes its idle connections afterwards.
 func netWandaCopy(ctx context.Context, srcs []string, dst string, o client.CopyOptions) error {
 	c := client.New()
 	defer c.HTTP.Client.CloseIdleConnections()
+	defer xrdclient.Register(c).CloseIdle()
 	res, err := c.Copy(ctx, srcs, dst, o)
 	if err != nil {
 		return err

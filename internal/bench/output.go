@@ -221,7 +221,9 @@ type Results struct {
 	// repetitions of each point with its min and max.
 	Medians    []MedianTable `json:"medians"`
 	SeedTables []string      `json:"seed_tables"`
-	Notes      []string      `json:"notes"`
+	// Summaries are the experiment's own tables (ratios, goals).
+	Summaries []string `json:"summaries"`
+	Notes     []string `json:"notes"`
 }
 
 // Environment is the machine a run measured.
@@ -241,6 +243,7 @@ func (r *Run) results(rows []Row, series []Series, images []string) Results {
 	r.mu.Lock()
 	notes := slices.Clone(r.notes)
 	seed := slices.Clone(r.seed)
+	summary := slices.Clone(r.summary)
 	tools := make(map[string]string, len(r.tools))
 	for k, v := range r.tools {
 		tools[k] = v
@@ -253,7 +256,7 @@ func (r *Run) results(rows []Row, series []Series, images []string) Results {
 		Started: r.started.UTC().Format(time.RFC3339), Ended: r.ended.UTC().Format(time.RFC3339),
 		Seconds: r.ended.Sub(r.started).Seconds(), Status: "complete",
 		Environment: environment(r.version, tools),
-		Columns:     columns(rows), Rows: rows, Plots: images, SeedTables: seed, Notes: notes,
+		Columns:     columns(rows), Rows: rows, Plots: images, SeedTables: seed, Summaries: summary, Notes: notes,
 	}
 	for _, p := range r.exp.Params {
 		res.ParamOrder = append(res.ParamOrder, p.Name)
@@ -267,7 +270,7 @@ func (r *Run) results(rows []Row, series []Series, images []string) Results {
 	for _, s := range series {
 		res.Series = append(res.Series, s.Stats())
 	}
-	for _, sl := range []*[]string{&res.Columns, &res.Plots, &res.SeedTables, &res.Notes} {
+	for _, sl := range []*[]string{&res.Columns, &res.Plots, &res.SeedTables, &res.Summaries, &res.Notes} {
 		if *sl == nil {
 			*sl = []string{}
 		}

@@ -55,6 +55,13 @@ func writeReport(b *bytes.Buffer, res Results) {
 	}
 	b.WriteString("\n")
 
+	if len(res.Summaries) > 0 {
+		b.WriteString("## Summary\n\n")
+		for _, t := range res.Summaries {
+			b.WriteString(strings.TrimSpace(t) + "\n\n")
+		}
+	}
+
 	b.WriteString("## Results\n\n")
 	if len(res.Rows) == 0 {
 		b.WriteString("No rows were recorded.\n\n")

@@ -35,6 +35,7 @@ type Run struct {
 	series   []Series
 	plots    []PlotSpec
 	seed     []string
+	summary  []string
 	tools    map[string]string // tool -> version line ("" = missing)
 	// interrupted: the caller's context ended (Ctrl-C), as opposed to a
 	// failure of the experiment (its own timeouts included).
@@ -204,6 +205,14 @@ func (r *Run) Plot(p PlotSpec) {
 func (r *Run) SeedTable(markdown string) {
 	r.mu.Lock()
 	r.seed = append(r.seed, markdown)
+	r.mu.Unlock()
+}
+
+// Summary adds a table of ours (markdown: ratios, goals) to the report,
+// printed before the results table.
+func (r *Run) Summary(markdown string) {
+	r.mu.Lock()
+	r.summary = append(r.summary, markdown)
 	r.mu.Unlock()
 }
 

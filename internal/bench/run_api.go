@@ -36,6 +36,7 @@ package bench
 //	    // kept (rates in MB/s) with its statistics, steady-state slice and volatility
 //	func (r *Run) Plot(p PlotSpec)                    // rendered from the rows at the end (PNG + SVG)
 //	func (r *Run) SeedTable(markdown string)          // the seed's numbers, printed beside ours in report.md
+//	func (r *Run) Summary(markdown string)            // our own table (ratios, goals), printed before the results
 //
 // Sampler:
 //
