@@ -314,10 +314,13 @@ func (c *conn) sendFileFrame(sid xrootd.StreamID, st xrootd.Status, ra io.Reader
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout + time.Duration(n>>20)*time.Second))
 	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
-	if _, err := c.bw.Write(c.hdr); err != nil {
-		return c.broken(err)
+	if c.bw.Buffered() > 0 {
+		if err := c.bw.Flush(); err != nil {
+			return c.broken(err)
+		}
 	}
-	if err := c.bw.Flush(); err != nil {
+	// The header goes with the body's first bytes (MSG_MORE), not alone.
+	if err := sendMore(c.raw, c.hdr); err != nil {
 		return c.broken(err)
 	}
 	sent, err := sendfile(c.raw, osf, off, n)

@@ -142,7 +142,9 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 			return err
 		}
 	}
-	quantum := max(ss.srv.opts.MaxReadSize, xrootd.MinReadVBuffer)
+	// Room for MaxReadSize of data and the segment headers of a full
+	// request: the usual 1024 x 4 KiB readv goes in one frame.
+	quantum := max(ss.srv.opts.MaxReadSize, xrootd.MinReadVBuffer) + xrootd.MaxReadVSegs*xrootd.SegmentLen
 	buf := getBuf(int(min(int64(quantum), total)))
 	defer putBuf(buf)
 	frame := (*buf)[:0]

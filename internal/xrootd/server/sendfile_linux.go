@@ -51,3 +51,32 @@ func sendfile(dst syscall.RawConn, f *os.File, off, n int64) (int64, error) {
 	}
 	return sent, serr
 }
+
+// sendMore writes p to the socket with MSG_MORE: the kernel holds it to
+// go out with the bytes that follow (a frame header with its sendfile
+// body), saving a small packet per frame.
+func sendMore(dst syscall.RawConn, p []byte) error {
+	var serr error
+	werr := dst.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			k, err := unix.SendmsgN(int(fd), p, nil, nil, unix.MSG_MORE)
+			if k > 0 {
+				p = p[k:]
+			}
+			switch {
+			case errors.Is(err, unix.EAGAIN):
+				return false
+			case errors.Is(err, unix.EINTR):
+				continue
+			case err != nil:
+				serr = err
+				return true
+			}
+		}
+		return true
+	})
+	if serr != nil {
+		return serr
+	}
+	return werr
+}

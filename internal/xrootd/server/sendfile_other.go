@@ -51,3 +51,28 @@ func sendfile(dst syscall.RawConn, f *os.File, off, n int64) (int64, error) {
 	}
 	return sent, nil
 }
+
+// sendMore writes p to the socket (MSG_MORE is Linux's).
+func sendMore(dst syscall.RawConn, p []byte) error {
+	var serr error
+	werr := dst.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			m, err := syscall.Write(int(fd), p)
+			if m > 0 {
+				p = p[m:]
+			}
+			if err == syscall.EAGAIN {
+				return false
+			}
+			if err != nil {
+				serr = err
+				return true
+			}
+		}
+		return true
+	})
+	if serr != nil {
+		return serr
+	}
+	return werr
+}
