@@ -21,12 +21,11 @@ type sniffer struct {
 	binary  func(net.Conn) // handles a connection that starts with 0x00
 	timeout time.Duration  // for the first byte
 
-	conns  chan net.Conn
-	done   chan struct{}
-	once   sync.Once
-	errMu  sync.Mutex
-	err    error
-	closed bool
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	errMu sync.Mutex
+	err   error
 }
 
 // newSniffer starts accepting on ln. Accept on it returns the HTTP
