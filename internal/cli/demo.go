@@ -85,6 +85,9 @@ func newDemoCmd() *cobra.Command {
 				{"rm", base + "/scratch/uploads/copy.bin"},
 				{"cp", "-r", "--parallel", "16", base + "/store/", base + "/scratch/mirror/"},
 				{"cp", "-r", base + "/scratch/mirror/", filepath.Join(dir, "mirror")},
+				// The same port speaks XRootD's root:// (docs/xrootd.md).
+				{"cp", "--streams", "4", "root://" + ln.Addr().String() + "//store/data/file-64m.bin", filepath.Join(dir, "via-root.bin")},
+				{"ls", "-l", "root://" + ln.Addr().String() + "//store/"},
 			}
 			if err := runSteps(ctx, out, steps); err != nil {
 				return err
@@ -113,7 +116,7 @@ func newDemoCmd() *cobra.Command {
 			if err := runFedDemo(ctx, out, logw, dir); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "Try it yourself:\n  curl -H 'Range: bytes=0-99,1000-1099' %s/store/data/file-1m.bin\n  python3 -c \"import uproot; print(uproot.open('%s/store/%s')['events'].arrays())\"\n", base, base, demo.RootPath)
+			fmt.Fprintf(out, "Try it yourself:\n  curl -H 'Range: bytes=0-99,1000-1099' %s/store/data/file-1m.bin\n  python3 -c \"import uproot; print(uproot.open('%s/store/%s')['events'].arrays())\"\n  xrdcp root://%s//store/data/file-1m.bin /tmp/\n", base, base, demo.RootPath, ln.Addr())
 			if exit {
 				return nil
 			}
