@@ -2,17 +2,11 @@ package app_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +19,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testcert"
 )
 
 func newConfig(t *testing.T) (config.Config, string) {
@@ -122,7 +117,8 @@ func TestGracefulShutdownFinishesInFlightUpload(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	cfg, dir := newConfig(t)
-	certPEM, keyPEM := selfSigned(t)
+	tc := testcert.New(t)
+	certPEM, keyPEM := tc.CertPEM, tc.KeyPEM
 	cfg.Server.TLS = config.TLS{Cert: writeFile(t, "cert.pem", certPEM), Key: writeFile(t, "key.pem", keyPEM)}
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
@@ -216,21 +212,3 @@ func writeFile(t *testing.T, name string, b []byte) string {
 	return p
 }
 
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}

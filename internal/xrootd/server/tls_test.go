@@ -2,51 +2,22 @@ package server
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/wanda-fed/wanda/internal/testcert"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
-// selfSigned returns a TLS config for 127.0.0.1 and the PEM of its
-// (self-signed, CA) certificate for clients to trust.
-func selfSigned(t *testing.T) (*tls.Config, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	return &tls.Config{Certificates: []tls.Certificate{cert}}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 func TestTLSSwitch(t *testing.T) {
-	cfg, caPEM := selfSigned(t)
+	cert := testcert.New(t)
+	cfg, caPEM := cert.ServerConfig(), cert.CertPEM
 	ts := startServer(t, func(o *Options) { o.TLS = cfg })
 	want := ts.writeFile(t, "f", 200<<10)
 
@@ -88,7 +59,8 @@ func TestTLSSwitch(t *testing.T) {
 
 func TestXrdcpRoots(t *testing.T) {
 	requireTool(t, "xrdcp")
-	cfg, caPEM := selfSigned(t)
+	cert := testcert.New(t)
+	cfg, caPEM := cert.ServerConfig(), cert.CertPEM
 	ts := startServer(t, func(o *Options) { o.TLS = cfg })
 	want := ts.writeFile(t, "f", 5<<20)
 	// A CA directory as OpenSSL reads it: the certificate under its

@@ -2,56 +2,19 @@ package xrdclient
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/testcert"
 	"github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
-// selfSigned returns a certificate for 127.0.0.1 and localhost, its key,
-// and a pool that trusts it.
-func selfSigned(t testing.TB) (tls.Certificate, []byte, []byte, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), pool
-}
 
 // tlsConns counts the pooled connections that are and are not TLS.
 func tlsConns(tr *Transport) (withTLS, plain int) {
@@ -113,7 +76,8 @@ func testTLS(t *testing.T, p peer, pool *x509.CertPool) {
 }
 
 func TestTLS(t *testing.T) {
-	cert, certPEM, keyPEM, pool := selfSigned(t)
+	tc := testcert.New(t)
+	cert, certPEM, keyPEM, pool := tc.Cert, tc.CertPEM, tc.KeyPEM, tc.Pool
 	t.Run("wanda", func(t *testing.T) {
 		p := startWandaWith(t, func(o *server.Options) { o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}} })
 		testTLS(t, p, pool)
