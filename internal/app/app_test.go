@@ -211,4 +211,3 @@ func writeFile(t *testing.T, name string, b []byte) string {
 	}
 	return p
 }
-

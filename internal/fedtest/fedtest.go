@@ -19,7 +19,6 @@
 package fedtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -41,6 +40,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/redirector"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // Defaults of Options.
@@ -179,7 +179,7 @@ type Node struct {
 	f    *Fed
 	cfg  config.Config
 	ln   net.Listener // until Start serves on it
-	logs *logBuffer
+	logs *testserver.LogBuffer
 
 	mu  sync.Mutex // serializes Kill and Restart; guards cur
 	cur *run
@@ -259,7 +259,7 @@ func (f *Fed) newNode(name string, kind Kind, parent *Node) *Node {
 	}
 	addr := ln.Addr().String()
 	n := &Node{Name: name, Kind: kind, URL: "http://" + addr, Addr: addr, Parent: parent,
-		f: f, ln: ln, logs: &logBuffer{}, locates: map[string]int64{}}
+		f: f, ln: ln, logs: &testserver.LogBuffer{}, locates: map[string]int64{}}
 	f.nodes = append(f.nodes, n)
 	return n
 }
@@ -592,24 +592,6 @@ func (f *Fed) cleanup() {
 			f.t.Logf("log of %s (%s):\n%s", n.Name, n.URL, n.logs.String())
 		}
 	}
-}
-
-// logBuffer is a bytes.Buffer safe for concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // relayTCP copies c to and from a connection to addr until either ends.

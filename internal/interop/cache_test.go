@@ -605,7 +605,7 @@ func freePort(t *testing.T) int {
 // start. The error quotes the end of logPath.
 func startPeerProcess(t *testing.T, args []string, url, logPath string) error {
 	t.Helper()
-	var out lockedBuf
+	var out testserver.LogBuffer
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = cleanEnv()
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -667,24 +667,6 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// lockedBuf is a buffer a child's output copier writes while it is read.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestCacheInFrontOfXRootD puts a wanda cache in front of XRootD's own

@@ -14,7 +14,6 @@ import (
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
-
 func TestTLSSwitch(t *testing.T) {
 	cert := testcert.New(t)
 	cfg, caPEM := cert.ServerConfig(), cert.CertPEM

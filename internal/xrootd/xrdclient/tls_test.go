@@ -15,7 +15,6 @@ import (
 	"github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
-
 // tlsConns counts the pooled connections that are and are not TLS.
 func tlsConns(tr *Transport) (withTLS, plain int) {
 	tr.pool.mu.Lock()
