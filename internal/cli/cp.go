@@ -34,7 +34,7 @@ func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
 	if f.stall <= 0 {
 		return nil, usagef("--stall-timeout must be positive")
 	}
-	c := newClient()
+	c := client.New()
 	c.Policy.Attempts = f.retries + 1
 	c.Policy.Stall = f.stall
 	level := slog.LevelWarn
@@ -43,7 +43,7 @@ func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.HTTP.Log = c.Log
-	xrdclient.Register(c) // again: with the log
+	xrdclient.Register(c) // root://, roots://, logging with c.Log
 	return c, nil
 }
 
