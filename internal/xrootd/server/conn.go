@@ -36,6 +36,7 @@ type conn struct {
 	wmu sync.Mutex
 	bw  *bufio.Writer
 	hdr []byte
+	vec net.Buffers // writev's list, kept between frames
 
 	// sess is set by the reader goroutine (login, bind) before any worker
 	// that could read it starts; pathID is 0 on a main connection.
@@ -245,6 +246,8 @@ func (c *conn) write(b []byte) error {
 }
 
 // send writes one response frame: a header and the parts as its body.
+// A large body goes out with the header in one writev(2), not through the
+// buffer (which would copy it, and cost a second write).
 func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -254,6 +257,9 @@ func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) erro
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
+	if n >= c.bw.Available() {
+		return c.writev(append(c.vec[:0], c.hdr), parts...)
+	}
 	if _, err := c.bw.Write(c.hdr); err != nil {
 		return c.broken(err)
 	}
@@ -268,12 +274,29 @@ func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) erro
 	return nil
 }
 
+// writev writes what is buffered, then head and parts with as few
+// writev(2) calls as the socket takes. The caller holds wmu.
+func (c *conn) writev(head net.Buffers, parts ...[]byte) error {
+	if err := c.bw.Flush(); err != nil {
+		return c.broken(err)
+	}
+	bufs := append(head, parts...)
+	c.vec = bufs[:0]
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		return c.broken(err)
+	}
+	return nil
+}
+
 // sendRaw writes a prebuilt frame (kXR_status answers build their own
 // header) followed by data.
 func (c *conn) sendRaw(frame, data []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	if len(frame)+len(data) >= c.bw.Available() {
+		return c.writev(append(c.vec[:0], frame), data)
+	}
 	if _, err := c.bw.Write(frame); err != nil {
 		return c.broken(err)
 	}

@@ -13,6 +13,9 @@ import (
 // maxReadVTotal bounds the bytes of one readv answer (XRootD's 2 GiB).
 const maxReadVTotal = 1 << 31
 
+// readvFrame is the size readv answers are cut into (see readv).
+const readvFrame = 256 << 10
+
 // route points r's answer at the path the client asked for.
 func (ss *session) route(r *request, pathID byte) error {
 	if pathID == 0 || pathID == xrootd.PgAnyPath {
@@ -142,14 +145,20 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 			return err
 		}
 	}
-	// Room for MaxReadSize of data and the segment headers of a full
-	// request: the usual 1024 x 4 KiB readv goes in one frame.
-	quantum := max(ss.srv.opts.MaxReadSize, xrootd.MinReadVBuffer) + xrootd.MaxReadVSegs*xrootd.SegmentLen
+	// Frames of about readvFrame bytes: each segment is read into the
+	// buffer and sent while still in the CPU's cache (a frame of the whole
+	// answer costs a third more time: the copies to the socket come from
+	// memory). A segment larger than that goes alone in its frame.
+	var largest int32
+	for _, s := range segs {
+		largest = max(largest, s.Length)
+	}
+	quantum := max(readvFrame, xrootd.SegmentLen+int(largest))
 	buf := getBuf(int(min(int64(quantum), total)))
 	defer putBuf(buf)
 	frame := (*buf)[:0]
 	for _, s := range segs {
-		if len(frame)+xrootd.SegmentLen+int(s.Length) > quantum {
+		if len(frame) > 0 && len(frame)+xrootd.SegmentLen+int(s.Length) > quantum {
 			if err := r.out.send(r.hdr.StreamID, xrootd.StatusOKSoFar, frame); err != nil {
 				return err
 			}
