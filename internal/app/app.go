@@ -41,6 +41,7 @@ type Server struct {
 	handler  http.Handler
 	data     *httpserve.Handler
 	metrics  *metrics.HTTP
+	xmetrics *metrics.XRootD // nil when root:// is off
 	local    *fed.Local
 	fedCfg   config.Federation
 	url      atomic.Pointer[string] // advertised, set by Serve
@@ -109,7 +110,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		return nil, err
 	}
 	if cfg.Server.XRootD.Enabled {
+		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
+			Metrics:       s.xmetrics,
 			Namespace:     ns,
 			Auth:          auth.ExportPolicy{Rules: rules},
 			Log:           log.With("component", "xrootd"),
@@ -182,8 +185,8 @@ func (s *Server) self() fed.Member {
 		ID: id, Instance: instance, Role: fed.RoleServer, URL: s.URL(), Exports: s.local.Exports(),
 		Labels: s.fedCfg.Labels, Priority: s.fedCfg.Priority, Software: s.software,
 		Load: fed.Load{
-			Active:      int64(metrics.Value(s.metrics.InFlight)),
-			Connections: int64(metrics.Value(s.metrics.Connections)),
+			Active:      s.active(),
+			Connections: s.conns(),
 			FreeBytes:   free, TotalBytes: total,
 		},
 	}

@@ -24,15 +24,16 @@ import (
 // Cache is the cache role: the same HTTP front-end as a server, over the
 // cache backend, plus /api/v1/cache/stats.
 type Cache struct {
-	cfg     config.Cache
-	log     *slog.Logger
-	core    *cache.Cache
-	http    *http.Server
-	data    *httpserve.Handler
-	metrics *metrics.HTTP
-	url     atomic.Pointer[string]
-	joiner  *fed.Joiner
-	xrd     *xrdserver.Server // root:// from the cache's blocks
+	cfg      config.Cache
+	log      *slog.Logger
+	core     *cache.Cache
+	http     *http.Server
+	data     *httpserve.Handler
+	metrics  *metrics.HTTP
+	xmetrics *metrics.XRootD // nil when root:// is off
+	url      atomic.Pointer[string]
+	joiner   *fed.Joiner
+	xrd      *xrdserver.Server // root:// from the cache's blocks
 }
 
 // NewCache opens the cache directory (its contents come back) and builds
@@ -70,7 +71,9 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		MaxRanges: config.Default().Server.HTTP.MaxRanges,
 	})
 	if k.XRootD {
+		c.xmetrics = metrics.NewXRootD(reg, "cache")
 		c.xrd = xrdserver.NewServer(xrdserver.Options{
+			Metrics:   c.xmetrics,
 			Namespace: ns,
 			Auth:      auth.ExportPolicy{Rules: []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}},
 			Log:       log.With("component", "xrootd"),
@@ -143,8 +146,8 @@ func (c *Cache) self() fed.Member {
 		Exports: []fed.Export{{Prefix: "/", ReadOnly: c.cfg.Writes != "passthrough"}},
 		Labels:  c.cfg.Federation.Labels, Priority: c.cfg.Federation.Priority, Software: "wanda " + Version,
 		Load: fed.Load{
-			Active:      int64(metrics.Value(c.metrics.InFlight)),
-			Connections: int64(metrics.Value(c.metrics.Connections)),
+			Active:      c.active(),
+			Connections: c.conns(),
 			FreeBytes:   free, TotalBytes: total,
 		},
 	}

@@ -85,8 +85,9 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		// root:// clients get kXR_redirect to the same members (wanda
 		// servers answer root:// on their HTTP port).
 		xs := xrdserver.NewServer(xrdserver.Options{
-			Auth: auth.AllowAll{},
-			Log:  r.log.With("component", "xrootd"),
+			Metrics: metrics.NewXRootD(r.reg, "redirector"),
+			Auth:    auth.AllowAll{},
+			Log:     r.log.With("component", "xrootd"),
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
 				tried := map[string]bool{}
 				for _, h := range q.Tried {

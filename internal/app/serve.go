@@ -136,3 +136,19 @@ func loadTLS(t config.TLS, key string) (*tls.Config, error) {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
+
+// load sums the HTTP and root:// front-ends' requests in flight and open
+// connections, for the load a member reports to its redirectors.
+func load(h *metrics.HTTP, x *metrics.XRootD) (active, conns int64) {
+	active, conns = int64(metrics.Value(h.InFlight)), int64(metrics.Value(h.Connections))
+	if x != nil {
+		active += int64(metrics.Value(x.InFlight))
+		conns += int64(metrics.Value(x.Connections))
+	}
+	return active, conns
+}
+
+func (s *Server) active() int64 { a, _ := load(s.metrics, s.xmetrics); return a }
+func (s *Server) conns() int64  { _, c := load(s.metrics, s.xmetrics); return c }
+func (c *Cache) active() int64  { a, _ := load(c.metrics, c.xmetrics); return a }
+func (c *Cache) conns() int64   { _, n := load(c.metrics, c.xmetrics); return n }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,5 +59,34 @@ func TestServerSpeaksRootAndHTTPOnOnePort(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the root:// upload read over HTTP: %d bytes, want %d", len(got), len(want))
+	}
+
+	// /metrics counts the root:// side too.
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{
+		`wanda_xrootd_requests_total{request="kXR_open",result="ok",role="server"}`,
+		`wanda_xrootd_requests_total{request="kXR_read",result="ok",role="server"}`,
+		`wanda_xrootd_requests_total{request="kXR_write",result="ok",role="server"}`,
+		`wanda_xrootd_request_duration_seconds_count{request="kXR_read",role="server"}`,
+		`wanda_xrootd_open_connections{role="server"}`,
+		`wanda_xrootd_sent_bytes_total{role="server"}`,
+	} {
+		if !bytes.Contains(got, []byte(m)) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	var sent float64
+	for _, line := range strings.Split(string(got), "\n") {
+		if v, ok := strings.CutPrefix(line, `wanda_xrootd_sent_bytes_total{role="server"} `); ok {
+			sent, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if sent < float64(len(want)) {
+		t.Errorf("wanda_xrootd_sent_bytes_total is %v after a copy of %d bytes", sent, len(want))
 	}
 }

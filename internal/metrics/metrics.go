@@ -59,3 +59,47 @@ func Value(g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// XRootD are the metrics of a root:// front-end.
+type XRootD struct {
+	Requests    *prometheus.CounterVec   // request, result
+	Duration    *prometheus.HistogramVec // request
+	BytesOut    prometheus.Counter
+	BytesIn     prometheus.Counter
+	InFlight    prometheus.Gauge
+	Connections prometheus.Gauge
+	OpenFiles   prometheus.Gauge
+}
+
+// NewXRootD registers the root:// metric set with reg under the given role
+// label ("server", "cache", "redirector").
+func NewXRootD(reg prometheus.Registerer, role string) *XRootD {
+	c := prometheus.Labels{"role": role}
+	m := &XRootD{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wanda_xrootd_requests_total", ConstLabels: c,
+			Help: "root:// requests by request (kXR_read, ...) and result (ok, or the kXR error code).",
+		}, []string{"request", "result"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "wanda_xrootd_request_duration_seconds", Help: "Time to answer a root:// request, to the last byte.", ConstLabels: c,
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"request"}),
+		BytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_xrootd_sent_bytes_total", Help: "Bytes of root:// answers sent (frames and data).", ConstLabels: c,
+		}),
+		BytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_xrootd_received_bytes_total", Help: "Bytes of root:// request data received (writes, paths, vectors).", ConstLabels: c,
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wanda_xrootd_requests_in_flight", Help: "root:// requests being answered.", ConstLabels: c,
+		}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wanda_xrootd_open_connections", Help: "Open root:// connections (bound data paths included).", ConstLabels: c,
+		}),
+		OpenFiles: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wanda_xrootd_open_files", Help: "Files open by root:// sessions.", ConstLabels: c,
+		}),
+	}
+	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.OpenFiles)
+	return m
+}

@@ -106,6 +106,8 @@ func inline(id xrootd.RequestID) bool {
 }
 
 func (c *conn) serve(ctx context.Context) {
+	c.srv.connections(1)
+	defer c.srv.connections(-1)
 	defer c.finish()
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	var hs [xrootd.HandshakeLen]byte
@@ -166,6 +168,7 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			return
 		}
+		c.srv.received(xrootd.RequestHeaderLen + int64(h.Dlen))
 		r := &request{c: c, out: c, hdr: h, data: data, buf: buf}
 		if in {
 			c.handle(ctx, r)
@@ -209,7 +212,11 @@ func (c *conn) handle(ctx context.Context, r *request) {
 			_ = r.out.sendError(r.hdr.StreamID, xrootd.CodeServerError, "internal server error")
 		}
 	}()
+	start := time.Now()
+	c.srv.inFlight(1)
 	err := c.dispatch(ctx, r)
+	c.srv.inFlight(-1)
+	c.srv.observe(r.hdr.RequestID, err, time.Since(start))
 	if err == nil {
 		return
 	}
@@ -257,6 +264,7 @@ func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) erro
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
+	c.srv.sent(int64(len(c.hdr) + n))
 	if n >= c.bw.Available() {
 		return c.writev(append(c.vec[:0], c.hdr), parts...)
 	}
@@ -294,6 +302,7 @@ func (c *conn) sendRaw(frame, data []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+	c.srv.sent(int64(len(frame) + len(data)))
 	if len(frame)+len(data) >= c.bw.Available() {
 		return c.writev(append(c.vec[:0], frame), data)
 	}
@@ -347,6 +356,7 @@ func (c *conn) sendFileFrame(sid xrootd.StreamID, st xrootd.Status, ra io.Reader
 		return c.broken(err)
 	}
 	sent, err := sendfile(c.raw, osf, off, n)
+	c.srv.sent(int64(len(c.hdr)) + sent)
 	if err == nil && sent < n {
 		err = fmt.Errorf("file shrank while sending: %d of %d bytes at %d: %w", sent, n, off, io.ErrUnexpectedEOF)
 	}

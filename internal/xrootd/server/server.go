@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -89,6 +90,9 @@ type Options struct {
 	// that want it): kXR_protocol advertises it and switches a connection
 	// that asks. Data then goes through TLS rather than sendfile(2).
 	TLS *tls.Config
+	// Metrics, when set, counts requests, bytes, connections and open
+	// files (wanda_xrootd_*).
+	Metrics *metrics.XRootD
 }
 
 // Server answers root:// connections. Build it with NewServer.

@@ -65,6 +65,7 @@ func (ss *session) end() {
 	ss.ended = true
 	files := ss.files
 	ss.files = map[xrootd.Handle]*openFile{}
+	ss.srv.openFiles(-len(files))
 	paths := ss.paths[1:]
 	ss.paths = ss.paths[:1]
 	ss.mu.Unlock()
@@ -139,6 +140,7 @@ func (ss *session) add(f *openFile) (xrootd.Handle, error) {
 		ss.next++
 		if _, used := ss.files[h]; !used {
 			ss.files[h] = f
+			ss.srv.openFiles(1)
 			return h, nil
 		}
 	}
@@ -166,6 +168,7 @@ func (ss *session) remove(h xrootd.Handle) (*openFile, error) {
 		return nil, errorf(xrootd.CodeFileNotOpen, "handle %x does not refer to an open file", h[:])
 	}
 	delete(ss.files, h)
+	ss.srv.openFiles(-1)
 	return f, nil
 }
 

@@ -43,7 +43,8 @@ type conn struct {
 	// owed are requests whose answers nobody waited for (kXR_close of a
 	// file read): settle reads them before the connection's next use.
 	owed []xrootd.StreamID
-	idle time.Time // when it went back to the pool
+	held []heldFile // files left open for their next reader (held.go)
+	idle time.Time  // when it went back to the pool
 	hdr  [xrootd.RequestHeaderLen]byte
 }
 

@@ -156,6 +156,7 @@ func (t *Transport) acquire(ctx context.Context, ti *urlInfo, first func(c *conn
 			c.reused = false
 		}
 		unbind := c.bind(ctx)
+		t.expireHeld(ctx, c)
 		if err := c.settle(ctx); err != nil {
 			// A connection that cannot finish its last user's business
 			// is no good: a fresh one.

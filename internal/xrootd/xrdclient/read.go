@@ -13,9 +13,15 @@ import (
 )
 
 // open takes a connection to ti's server and opens ti there with opts
-// (kXR_retstat added). On success the connection stays bound to ctx and
+// (kXR_retstat added); a file to read may already be open on an idle
+// connection (see holdFile). On success the connection stays bound to ctx and
 // belongs to the caller, who gives it back with t.release.
 func (t *Transport) open(ctx context.Context, ti *urlInfo, opts xrootd.OpenOptions, mode xrootd.Mode) (*conn, func(), xrootd.OpenResponse, error) {
+	if opts == xrootd.OpenRead {
+		if c, unbind, or, ok := t.openHeld(ctx, ti); ok {
+			return c, unbind, or, nil
+		}
+	}
 	var or xrootd.OpenResponse
 	req := xrootd.OpenRequest{Mode: mode, Options: opts | xrootd.OpenRetstat}
 	c, unbind, err := t.acquire(ctx, ti, func(c *conn) error {
@@ -77,7 +83,7 @@ func (t *Transport) Read(ctx context.Context, u *url.URL, off, n int64, want []s
 	if n >= 0 {
 		end = off + n
 	}
-	r := &reader{t: t, ctx: ctx, c: c, unbind: unbind, ti: ti, h: or.Handle, next: off, end: end, exact: n >= 0}
+	r := &reader{t: t, ctx: ctx, c: c, unbind: unbind, ti: ti, or: or, h: or.Handle, next: off, end: end, exact: n >= 0}
 	return r, in, nil
 }
 
@@ -91,6 +97,7 @@ type reader struct {
 	c      *conn
 	unbind func()
 	ti     *urlInfo
+	or     xrootd.OpenResponse // the open's answer (kept with the file)
 	h      xrootd.Handle
 	next   int64 // offset of the next request to send
 	end    int64 // end of the wanted range; -1: until a short answer
@@ -298,7 +305,7 @@ func (r *reader) Close() error {
 		r.t.release(c, r.unbind)
 		return nil
 	}
-	r.t.closeFile(r.ctx, c, r.unbind, r.h)
+	r.t.holdFile(r.ctx, c, r.unbind, r.ti, r.or)
 	return nil
 }
 
@@ -312,7 +319,7 @@ type piece struct {
 	buf []byte
 }
 
-// ReadV opens u once and sends kXR_readv requests of up to 1024 segments
+// ReadV opens u once (or finds it open, see holdFile) and sends kXR_readv requests of up to 1024 segments
 // (ranges larger than a segment may be are cut), each answer scattered
 // into dst as it arrives.
 func (t *Transport) ReadV(ctx context.Context, u *url.URL, want []client.Range, dst [][]byte) error {
@@ -355,7 +362,7 @@ func (t *Transport) ReadV(ctx context.Context, u *url.URL, want []client.Range, 
 		t.release(c, unbind)
 		return annotate(err, "kXR_readv", ti)
 	}
-	t.closeFile(ctx, c, unbind, or.Handle)
+	t.holdFile(ctx, c, unbind, ti, or)
 	return nil
 }
 

@@ -50,6 +50,10 @@ type Options struct {
 	// how many are sent before the first is acknowledged (default 2).
 	WriteChunk int
 	WriteAhead int
+	// HoldOpen is how long a file read stays open on its connection for
+	// the next Read or ReadV of it, which then skips kXR_open (default
+	// 5 s; negative: closed at once). See held.go.
+	HoldOpen time.Duration
 	// TLS configures roots:// connections (and root:// ones a server
 	// switches to TLS); nil: the system's roots, the URL's host name.
 	TLS *tls.Config
@@ -98,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WriteAhead <= 0 {
 		o.WriteAhead = 2
+	}
+	if o.HoldOpen == 0 {
+		o.HoldOpen = 5 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

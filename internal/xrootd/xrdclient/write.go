@@ -92,6 +92,9 @@ func (e *localError) Unwrap() error { return e.err }
 // the engine's retry of a failed upload would be refused (kXR_FileLocked)
 // all that time. A failed upload is removed instead (discard).
 func (t *Transport) openWrite(ctx context.Context, ti *urlInfo, opts xrootd.OpenOptions) (*conn, func(), xrootd.OpenResponse, error) {
+	// XRootD refuses to open a file for writing while readers have it
+	// open (kXR_FileLocked): ours let go of it first.
+	t.releaseHeld(ctx, ti)
 	return t.open(ctx, ti, opts, xrootd.ModeFromPerm(0o644))
 }
 
