@@ -32,6 +32,13 @@ var (
 	ErrReadOnly    = errors.New("read-only export")
 	ErrUnsupported = errors.New("operation not supported")
 	ErrShortWrite  = errors.New("upload incomplete")
+	// ErrBusy: another client is changing the file (an Update in
+	// progress); ErrConflict: the file changed underneath an Update, whose
+	// changes are therefore not stored.
+	ErrBusy     = errors.New("being changed by another client")
+	ErrConflict = errors.New("changed meanwhile")
+	// ErrNoAttr: the file has no attribute of that name.
+	ErrNoAttr = errors.New("no such attribute")
 	// ErrUpstream and ErrUpstreamTimeout: a backend that reads from
 	// another server (a cache) could not get an answer, or not in time
 	// (HTTP 502 and 504).
@@ -158,4 +165,72 @@ type RandomUpload interface {
 	Checksums(ctx context.Context, algs []string) (map[string][]byte, error)
 	Commit(ctx context.Context) (FileInfo, error)
 	Abort() error
+}
+
+// Updater is an optional capability: a new version of an existing file made
+// from its bytes, for protocols that change files in place (XRootD's
+// kXR_open_updt, xrdcp --continue, a truncate by path). The changes go to
+// a private copy, and Commit replaces the file whole, as an upload would:
+// readers see the old version or the new one, never a mix, and an update
+// that is aborted, fails or is interrupted by a crash leaves the old
+// version untouched.
+type Updater interface {
+	// Update starts a new version of the regular file name. It fails with
+	// ErrNotFound when name does not exist, ErrIsDir when it is a
+	// directory, and ErrBusy while another update of name is in progress
+	// (one writer at a time, as XRootD's file locking has it).
+	Update(ctx context.Context, name string) (FileUpdate, error)
+}
+
+// FileUpdate is a new version of a file in the making. It starts as a copy
+// of the file as Update found it (Base). WriteAt may write anywhere: past
+// the end it extends the file, a gap reading as zeros; Truncate sets the
+// size. ReadAt, WriteAt, Truncate and Size may run concurrently (ReadAt
+// reads up to Size). Nothing is visible under the name until Commit.
+// Commit fails with ErrConflict, storing nothing, when the file was
+// changed, replaced or removed since Update (the check and the replacement
+// are not one atomic step: a replacement landing between them is
+// overwritten, as concurrent uploads overwrite each other); a Commit
+// without any change stores nothing and returns Base. Abort (or a failed
+// Commit) leaves no trace; Abort after Commit is a no-op.
+type FileUpdate interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Size() int64
+	Base() FileInfo
+	Commit(ctx context.Context) (FileInfo, error)
+	Abort() error
+}
+
+// Chmoder is an optional capability: changing the permission bits of a
+// file or directory. A backend may keep bits it needs to serve the file
+// (POSIX keeps the owner's read and write, and search on directories).
+type Chmoder interface {
+	Chmod(ctx context.Context, name string, perm fs.FileMode) error
+}
+
+// Attributer is an optional capability: named user attributes of files and
+// directories (XRootD's kXR_fattr; on POSIX the user.U.* extended
+// attributes, where XRootD keeps them).
+type Attributer interface {
+	// Attrs opens name's attributes, for changing when write is set.
+	Attrs(ctx context.Context, name string, write bool) (AttrSet, error)
+}
+
+// Attr is one attribute.
+type Attr struct {
+	Name  string
+	Value []byte
+}
+
+// AttrSet is the attributes of one file, open until Close. Get and Remove
+// fail with ErrNoAttr for a missing name; Set with create set fails with
+// ErrExist when the name exists.
+type AttrSet interface {
+	Get(name string) ([]byte, error)
+	Set(name string, value []byte, create bool) error
+	Remove(name string) error
+	List() ([]Attr, error)
+	Close() error
 }

@@ -16,6 +16,9 @@ func FuzzRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, StreamID{0, 5}, ReqPgWrite, WriteRequest{Offset: 100}.Body(), AppendPages(nil, 100, make([]byte, 5000))))
 	f.Add(AppendRequest(nil, StreamID{0, 6}, ReqLogin, LoginRequest{PID: 1, CapVer: 5}.Body(), []byte("xrd.cc=us")))
 	f.Add(AppendHandshake(nil))
+	f.Add(AppendRequest(nil, StreamID{0, 7}, ReqFattr, FattrRequest{Subcode: FattrSet, NumAttr: 2}.Body(),
+		AppendFattrValues(AppendFattrNames([]byte("/store/f\x00"), []string{"a", "bb"}), [][]byte{[]byte("1"), nil})))
+	f.Add(AppendRequest(nil, StreamID{0, 8}, ReqWriteV, WriteVBody(WriteVSync), AppendSegment(nil, Segment{Handle{1}, 3, 0})))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeRequestHeader(b)
 		if err != nil {
@@ -57,6 +60,21 @@ func FuzzRequest(f *testing.F) {
 			}
 		}
 		_, _ = SplitCGI(string(data))
+		fa := DecodeFattr(h.Body)
+		_, args := SplitFattr(data)
+		for _, values := range []bool{false, true} {
+			names, vals, err := DecodeFattrArgs(args, int(fa.NumAttr), values)
+			if err != nil {
+				continue
+			}
+			re := AppendFattrNames(nil, names)
+			if values {
+				re = AppendFattrValues(re, vals)
+			}
+			if !bytes.Equal(re, args) {
+				t.Fatalf("fattr arguments re-encode to %x, were %x", re, args)
+			}
+		}
 	})
 }
 
@@ -89,6 +107,8 @@ func checkBody(t *testing.T, b [16]byte) {
 	same("readv", ReadVBody(DecodeReadVPath(b)), [2]int{15, 16})
 	same("chmod", ChmodBody(DecodeChmod(b)), [2]int{14, 16})
 	same("handle", HandleBody(DecodeHandle(b)), [2]int{0, 4})
+	same("fattr", DecodeFattr(b).Body(), [2]int{0, 7})
+	same("writev", WriteVBody(DecodeWriteV(b)), [2]int{0, 1})
 }
 
 // FuzzResponse decodes arbitrary bytes as every response body.
@@ -98,6 +118,8 @@ func FuzzResponse(f *testing.F) {
 	f.Add(OpenResponse{Handle: Handle{1}, Stat: "0 1 2 3"}.Append(nil))
 	f.Add(PgWriteErrors{FirstLen: 1, LastLen: 2, Offsets: []int64{4096}}.Append(nil))
 	f.Add(AppendServerHandshake(nil, 1))
+	f.Add(AppendFattrStatus(nil, []string{"a", "b"}, []ErrorCode{0, CodeAttrNotFound}))
+	f.Add(AppendFattrList(nil, []string{"a"}, [][]byte{[]byte("v")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeResponseHeader(b)
 		_, _, _ = DecodeServerHandshake(b)
@@ -115,6 +137,16 @@ func FuzzResponse(f *testing.F) {
 		}
 		_, _ = DecodePgWriteErrors(b)
 		_, _ = DecodeSegment(b)
+		if names, codes, _, err := DecodeFattrStatus(b); err == nil {
+			if re := AppendFattrStatus(nil, names, codes); !bytes.Equal(re, b[:len(re)]) {
+				t.Fatalf("fattr status re-encodes to %x, was %x", re, b)
+			}
+		}
+		if names, vals, err := DecodeFattrList(b); err == nil {
+			if re := AppendFattrList(nil, names, vals); !bytes.Equal(re, b) {
+				t.Fatalf("fattr list re-encodes to %x, was %x", re, b)
+			}
+		}
 	})
 }
 

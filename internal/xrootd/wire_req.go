@@ -388,6 +388,21 @@ func ReadVBody(pathID byte) (b [16]byte) {
 	return b
 }
 
+// WriteVSync in a kXR_writev's options asks for a sync after the writes
+// (ClientWriteVRequest::doSync).
+const WriteVSync = 0x01
+
+// DecodeWriteV returns the options of a kXR_writev body. Its data is a
+// write list (Segments, at most MaxWriteVSegs); the bytes of the segments
+// follow the frame, outside its dlen.
+func DecodeWriteV(b [16]byte) byte { return b[0] }
+
+// WriteVBody encodes a kXR_writev body.
+func WriteVBody(options byte) (b [16]byte) {
+	b[0] = options
+	return b
+}
+
 // PrepareRequest is the body of kXR_prepare; its data is a newline
 // separated list of paths.
 type PrepareRequest struct {

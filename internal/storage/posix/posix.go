@@ -22,6 +22,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -49,6 +50,9 @@ type Backend struct {
 	root *os.Root
 	dir  string
 	opts Options
+
+	mu       sync.Mutex
+	updating map[string]bool // names with an Update in progress
 }
 
 var (
@@ -70,7 +74,7 @@ func New(dir string, opts Options) (*Backend, error) {
 	if opts.FileMode == 0 {
 		opts.FileMode = 0o644
 	}
-	return &Backend{root: root, dir: dir, opts: opts}, nil
+	return &Backend{root: root, dir: dir, opts: opts, updating: map[string]bool{}}, nil
 }
 
 // Close releases the directory handle.

@@ -53,6 +53,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"Checksummer", testChecksummer},
 		{"RemoveAller", testRemoveAller},
 		{"RandomUploader", testRandomUploader},
+		{"Updater", testUpdater},
+		{"Chmoder", testChmoder},
+		{"Attributer", testAttributer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -143,6 +143,14 @@ func (c *conn) serve(ctx context.Context) {
 			_ = c.sendError(h.StreamID, xrootd.CodeArgTooLong, fmt.Sprintf("%v with %d bytes of data, at most %d accepted", h.RequestID, h.Dlen, c.srv.opts.MaxRequestData))
 			return
 		}
+		if h.RequestID == xrootd.ReqWriteV {
+			// The segments' bytes follow the write list outside the
+			// frame: they must be read before the next request.
+			if !c.readWriteV(ctx, h) {
+				return
+			}
+			continue
+		}
 		in := inline(h.RequestID)
 		weight := int64(bufSize(int(h.Dlen)))
 		if !in {

@@ -12,7 +12,7 @@ import (
 )
 
 // openFile is an entry of a session's file table: a file open for reading
-// (f) or an upload (w).
+// (f), or one being written (w: an upload or an update).
 type openFile struct {
 	logical string
 	export  storage.Export
@@ -50,8 +50,8 @@ func (f *openFile) stat() storage.FileInfo {
 	return fi
 }
 
-// close releases the file. An upload is committed unless abort is set or
-// it is incomplete, in which case it is discarded.
+// close releases the file. An upload or update is committed unless abort
+// is set or it is incomplete or failed, in which case it is discarded.
 func (f *openFile) close(ctx context.Context, abort bool) error {
 	if f.f != nil {
 		return f.f.Close()
@@ -62,8 +62,8 @@ func (f *openFile) close(ctx context.Context, abort bool) error {
 	return f.w.commit(ctx, "/"+f.logical)
 }
 
-// open answers kXR_open: for reading, or (with kXR_new or kXR_delete) a
-// new upload.
+// open answers kXR_open: for reading, or for writing (openWrite: a new
+// file, or a change of an existing one).
 func (ss *session) open(ctx context.Context, r *request) error {
 	o := xrootd.DecodeOpen(r.hdr.Body)
 	if o.Options&(xrootd.OpenNew|xrootd.OpenDelete|xrootd.OpenUpdate|xrootd.OpenWriteOnly|xrootd.OpenAppend) != 0 {
@@ -129,17 +129,20 @@ func (ss *session) sync(r *request) error {
 	return r.ok()
 }
 
-// truncate answers kXR_truncate of an upload: only to the size it will
-// have anyway (files are written whole and atomically; there is no
-// in-place change to make).
+// truncate answers kXR_truncate: of an open file, an update's size is set
+// (an upload accepts only the size it will have anyway); of a path, the
+// file is changed as an update committed at once (truncatePath).
 func (ss *session) truncate(ctx context.Context, r *request) error {
 	wr := xrootd.DecodeWrite(r.hdr.Body)
-	if len(trimNUL(r.data)) > 0 {
-		t, err := ss.target(ctx, string(r.data), auth.Write)
+	if p := trimNUL(r.data); len(p) > 0 {
+		t, err := ss.target(ctx, string(p), auth.Write)
 		if err != nil {
 			return err
 		}
-		return errorf(xrootd.CodeUnsupported, "%s: truncating a stored file is not supported; files are written whole", t.Path())
+		if wr.Offset < 0 {
+			return errorf(xrootd.CodeArgInvalid, "negative size %d", wr.Offset)
+		}
+		return ss.truncatePath(ctx, r, t, wr.Offset)
 	}
 	f, err := ss.acquire(wr.Handle)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -196,6 +197,13 @@ func FuzzSession(f *testing.F) {
 	f.Add(req(xrootd.ReqQuery, xrootd.QueryRequest{Type: xrootd.QueryChecksum}.Body(), []byte("/store/f")))
 	f.Add(req(xrootd.ReqMv, xrootd.MvBody(3), []byte("/a /b")))
 	f.Add([]byte{0, 1, 0x0b, 0xc5, 0, 0, 0, 0})
+	upd := req(xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenUpdate}.Body(), []byte("/store/f"))
+	f.Add(slices.Concat(upd, req(xrootd.ReqWrite, xrootd.WriteRequest{Handle: h0, Offset: 5}.Body(), []byte("abc")),
+		req(xrootd.ReqTruncate, xrootd.TruncateBody(h0, 7), nil), req(xrootd.ReqClose, xrootd.HandleBody(h0), nil)))
+	f.Add(slices.Concat(upd, req(xrootd.ReqWriteV, xrootd.WriteVBody(0), xrootd.AppendSegment(nil, xrootd.Segment{Handle: h0, Length: 3, Offset: 1})), []byte("xyz")))
+	f.Add(req(xrootd.ReqFattr, xrootd.FattrRequest{Subcode: xrootd.FattrSet, NumAttr: 1}.Body(),
+		xrootd.AppendFattrValues(xrootd.AppendFattrNames([]byte("/store/f\x00"), []string{"a"}), [][]byte{[]byte("1")})))
+	f.Add(req(xrootd.ReqChmod, xrootd.ChmodBody(xrootd.ModeUR|xrootd.ModeUW), []byte("/store/f")))
 	f.Fuzz(func(t *testing.T, frames []byte) {
 		s := fuzzServer.s
 		cli, srv := net.Pipe()

@@ -29,6 +29,14 @@ func TestMetrics(t *testing.T) {
 	rc.mustFail(xrootd.CodeInvalidRequest, xrootd.RequestID(3999), [16]byte{}, nil)
 	rc.mustFail(xrootd.CodeInvalidRequest, xrootd.RequestID(2999), [16]byte{}, nil)
 	rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(h), nil)
+	// A request is counted once its answer is out: poll for the last.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(m.Requests.WithLabelValues("kXR_close", "ok")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("kXR_close was not counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	for _, c := range []struct {
 		req, result string
@@ -54,7 +62,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("connections %v, want 1", got)
 	}
 	rc.c.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for testutil.ToFloat64(m.Connections) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("connections %v after the client left", testutil.ToFloat64(m.Connections))

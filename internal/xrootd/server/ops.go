@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io/fs"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/storage"
@@ -102,6 +103,28 @@ func (ss *session) mv(ctx context.Context, r *request) error {
 		return errorf(xrootd.CodeItExists, "%s is an existing directory", dst.Path())
 	}
 	if err := be.Rename(ctx, src.rel, dst.rel, true); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+// chmod answers kXR_chmod: the permission bits of a file or directory, as
+// XRootD sets them, on storage that has them (storage.Chmoder). An export
+// root's bits are the administrator's, not a client's to change.
+func (ss *session) chmod(ctx context.Context, r *request) error {
+	mode := xrootd.DecodeChmod(r.hdr.Body)
+	t, err := ss.target(ctx, string(trimNUL(r.data)), auth.Write)
+	if err != nil {
+		return err
+	}
+	if t.rel == "" {
+		return errorf(xrootd.CodeNotAuthorized, "%s is an export root; its permissions are not changed over root://", t.Path())
+	}
+	cb, ok := t.export.Backend.(storage.Chmoder)
+	if !ok {
+		return errorf(xrootd.CodeUnsupported, "%s: this export's storage has no permission bits to change", t.Path())
+	}
+	if err := cb.Chmod(ctx, t.rel, fs.FileMode(mode.Perm())); err != nil {
 		return err
 	}
 	return r.ok()

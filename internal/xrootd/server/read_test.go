@@ -264,7 +264,7 @@ func TestStatDirlistQuery(t *testing.T) {
 	}
 	rc.mustOK(xrootd.ReqPing, [16]byte{}, nil)
 	rc.mustFail(xrootd.CodeInvalidRequest, xrootd.RequestID(4242), [16]byte{}, nil)
-	rc.mustFail(xrootd.CodeUnsupported, xrootd.ReqChmod, [16]byte{}, []byte("/store/d/f"))
+	rc.mustFail(xrootd.CodeUnsupported, xrootd.ReqClone, [16]byte{}, nil)
 }
 
 func TestLoginRequired(t *testing.T) {

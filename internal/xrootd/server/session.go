@@ -252,7 +252,17 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 		return ss.prepare(ctx, r)
 	case xrootd.ReqSet:
 		return r.ok()
-	case xrootd.ReqChmod, xrootd.ReqFattr, xrootd.ReqWriteV, xrootd.ReqClone, xrootd.ReqChkPoint, xrootd.ReqGPFile:
+	case xrootd.ReqChmod:
+		return ss.chmod(ctx, r)
+	case xrootd.ReqWriteV:
+		return ss.writeVec(r)
+	case xrootd.ReqFattr:
+		return ss.fattr(ctx, r)
+	case xrootd.ReqClone:
+		return errorf(xrootd.CodeUnsupported, "kXR_clone is not supported: copy the bytes with kXR_read and kXR_write")
+	case xrootd.ReqChkPoint:
+		return errorf(xrootd.CodeUnsupported, "kXR_chkpoint is not supported: a change of an open file is already all or nothing, stored at kXR_close")
+	case xrootd.ReqGPFile:
 		return errorf(xrootd.CodeUnsupported, "%v is not supported", id)
 	}
 	return errorf(xrootd.CodeInvalidRequest, "invalid request code %d", uint16(id))

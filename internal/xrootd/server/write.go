@@ -15,22 +15,26 @@ import (
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
-// writer is a file being uploaded. xrdcp announces the size in the opaque
-// "oss.asize" and writes chunks concurrently, in any order: with a size and
-// a backend that writes at offsets (storage.RandomUploader) each chunk goes
-// where it belongs and the ranges received are counted. Without, the bytes
-// go to a sequential storage.Upload; chunks that arrive ahead of the next
-// offset wait in memory (at most Options.MaxPendingWrite) for the gap to
-// fill. Either way the file appears under its name only at close, and only
-// if every byte arrived.
+// writer is a file being written. A new file (kXR_new, kXR_delete) is an
+// upload: xrdcp announces the size in the opaque "oss.asize" and writes
+// chunks concurrently, in any order: with a size and a backend that writes
+// at offsets (storage.RandomUploader) each chunk goes where it belongs and
+// the ranges received are counted. Without, the bytes go to a sequential
+// storage.Upload; chunks that arrive ahead of the next offset wait in
+// memory (at most Options.MaxPendingWrite) for the gap to fill. Either way
+// the file appears under its name only at close, and only if every byte
+// arrived. An existing file opened to change it (see openUpdate) is a
+// storage.FileUpdate: a private copy, replaced whole at close.
 type writer struct {
 	mu  sync.Mutex
 	ru  storage.RandomUpload // random: size known
 	up  storage.Upload       // sequential
+	fu  storage.FileUpdate   // update of an existing file
 	err error                // sticky: the upload is discarded at close
 
-	size  int64  // random: the announced size
-	spans []span // random: ranges received, sorted and merged
+	size  int64  // random, update: the announced size (update: -1 if none)
+	spans []span // random, update: ranges received, sorted and merged
+	floor int64  // update in append mode: the size at open, below which nothing changes
 
 	pos          int64 // sequential: bytes written
 	pending      map[int64]*[]byte
@@ -44,10 +48,9 @@ type writer struct {
 
 type span struct{ off, end int64 }
 
-// openWrite answers kXR_open with kXR_new (create; fail if it exists) or
-// kXR_delete (create or replace). Opening an existing file to change it in
-// place (kXR_open_updt alone, append) is not supported: stored files are
-// immutable, replaced whole.
+// openWrite answers kXR_open for writing: with kXR_new (create; fail if it
+// exists) or kXR_delete (create or replace) a new file, else a change of
+// an existing one (openUpdate).
 func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenRequest) error {
 	t, err := ss.target(ctx, string(r.data), auth.Write)
 	if err != nil {
@@ -58,9 +61,25 @@ func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenReque
 	}
 	create, replace := o.Options&xrootd.OpenNew != 0, o.Options&xrootd.OpenDelete != 0
 	if !create && !replace {
-		return errorf(xrootd.CodeUnsupported, "%s: changing a stored file in place is not supported; files are written whole (open with kXR_new or kXR_delete)", t.Path())
+		return ss.openUpdate(ctx, r, o, t)
 	}
-	noReplace := !replace
+	return ss.openCreate(ctx, r, o, t, !replace)
+}
+
+// announcedSize is the size a writer announces in the opaque "oss.asize"
+// (xrdcp does), or -1.
+func announcedSize(cgi string) int64 {
+	if v := cgiValue(cgi, "oss.asize"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return -1
+}
+
+// openCreate starts the upload of a new file; noReplace refuses an
+// existing one.
+func (ss *session) openCreate(ctx context.Context, r *request, o xrootd.OpenRequest, t target, noReplace bool) error {
 	// As XRootD, kXR_async also allows creating the path: clients have
 	// always set it and rely on it.
 	mkpath := o.Options&(xrootd.OpenMkpath|xrootd.OpenAsync) != 0
@@ -73,14 +92,10 @@ func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenReque
 			return errorf(xrootd.CodeItExists, "%s exists (open with kXR_delete to replace it)", t.Path())
 		}
 	}
-	size := int64(-1)
-	if v := cgiValue(t.cgi, "oss.asize"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			size = n
-		}
-	}
+	size := announcedSize(t.cgi)
 	opts := storage.CreateOptions{NoReplace: noReplace, MakeParents: mkpath, Size: size}
 	w := &writer{size: size, maxPending: ss.srv.opts.MaxPendingWrite}
+	var err error
 	if rb, ok := be.(storage.RandomUploader); ok && size >= 0 {
 		w.ru, err = rb.CreateRandom(ctx, t.rel, size, opts)
 	} else {
@@ -91,9 +106,15 @@ func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenReque
 	}
 	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, w: w,
 		info: storage.FileInfo{Name: storage.Base(t.rel), Path: t.rel, ModTime: time.Now(), Mode: 0o644}}
+	return ss.opened(r, o, of)
+}
+
+// opened puts a file opened for writing in the table and answers the
+// open (with a stat when asked); on failure the file is discarded.
+func (ss *session) opened(r *request, o xrootd.OpenRequest, of *openFile) error {
 	h, err := ss.add(of)
 	if err != nil {
-		w.abort()
+		of.w.abort()
 		return err
 	}
 	resp := xrootd.OpenResponse{Handle: h}
@@ -206,6 +227,9 @@ func (ss *session) writable(h xrootd.Handle) (*openFile, error) {
 func (w *writer) write(off int64, data []byte, r *request) error {
 	if off < 0 {
 		return errorf(xrootd.CodeArgInvalid, "negative offset %d", off)
+	}
+	if w.fu != nil {
+		return w.writeUpdate(off, data)
 	}
 	if w.ru != nil {
 		if off > w.size || int64(len(data)) > w.size-off {
@@ -320,8 +344,11 @@ func (w *writer) errOrDoneLocked() error {
 }
 
 // readable returns the bytes written so far for reading, when the
-// backend can read them back (a random upload).
+// backend can read them back (a random upload, an update).
 func (w *writer) readable() (io.ReaderAt, int64, bool) {
+	if w.fu != nil {
+		return w.fu, w.fu.Size(), true
+	}
 	if w.ru == nil {
 		return nil, 0, false
 	}
@@ -330,6 +357,9 @@ func (w *writer) readable() (io.ReaderAt, int64, bool) {
 
 // written is the size of the file as written so far.
 func (w *writer) written() int64 {
+	if w.fu != nil {
+		return w.fu.Size()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ru != nil {
@@ -369,8 +399,12 @@ func (w *writer) clearBad(off, end int64, stillBad []int64) {
 	}
 }
 
-// truncate accepts only the size the upload has (or will have).
+// truncate sets the size of an update; an upload accepts only the size it
+// has (or will have).
 func (w *writer) truncate(size int64) error {
+	if w.fu != nil {
+		return w.truncateUpdate(size)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ru != nil && size == w.size || w.ru == nil && size == w.pos && w.pendingBytes == 0 {
@@ -391,23 +425,26 @@ func (w *writer) commit(ctx context.Context, name string) error {
 		w.abortLocked()
 		var xe *Error
 		if errors.As(w.err, &xe) {
-			return &Error{Code: xe.Code, Msg: name + ": upload failed, nothing stored: " + xe.Msg, Err: xe.Err}
+			return &Error{Code: xe.Code, Msg: name + ": " + w.failed() + ": " + xe.Msg, Err: xe.Err}
 		}
-		return fmt.Errorf("%s: upload failed, nothing stored: %w", name, w.err)
+		return fmt.Errorf("%s: %s: %w", name, w.failed(), w.err)
 	}
 	if n := len(w.badPages); n > 0 {
 		w.abortLocked()
-		return errorf(xrootd.CodeChkSumErr, "%s: %d uncorrected checksum errors; nothing stored", name, n)
+		return errorf(xrootd.CodeChkSumErr, "%s: %d uncorrected checksum errors; %s", name, n, w.failed())
 	}
 	var err error
-	if w.ru != nil {
+	switch {
+	case w.fu != nil:
+		return w.commitUpdate(ctx, name)
+	case w.ru != nil:
 		whole := len(w.spans) == 0 && w.size == 0 || len(w.spans) == 1 && w.spans[0] == span{0, w.size}
 		if !whole {
 			w.abortLocked()
 			return errorf(xrootd.CodeIOError, "%s: %d of %d bytes written; nothing stored", name, covered(w.spans), w.size)
 		}
 		_, err = w.ru.Commit(ctx)
-	} else {
+	default:
 		if w.pendingBytes > 0 {
 			w.abortLocked()
 			return errorf(xrootd.CodeIOError, "%s: %d bytes written, then a gap; nothing stored", name, w.pos)
@@ -418,6 +455,14 @@ func (w *writer) commit(ctx context.Context, name string) error {
 		return errorf(xrootd.CodeItExists, "%s was created meanwhile; nothing stored", name)
 	}
 	return err
+}
+
+// failed says what a failed close leaves.
+func (w *writer) failed() string {
+	if w.fu != nil {
+		return "update failed, the file is unchanged"
+	}
+	return "upload failed, nothing stored"
 }
 
 // abort discards the upload.
@@ -437,7 +482,10 @@ func (w *writer) abortLocked() error {
 		delete(w.pending, off)
 	}
 	w.pendingBytes = 0
-	if w.ru != nil {
+	switch {
+	case w.fu != nil:
+		return w.fu.Abort()
+	case w.ru != nil:
 		return w.ru.Abort()
 	}
 	return w.up.Abort()

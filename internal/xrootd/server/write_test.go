@@ -223,7 +223,8 @@ func TestUploadAtomic(t *testing.T) {
 	noTemps(t, ts.dir)
 
 	rc := dialRaw(t, ts.addr).login()
-	rc.mustFail(xrootd.CodeUnsupported, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenUpdate}.Body(), []byte("/store/u"))
+	rc.mustFail(xrootd.CodeIsDirectory, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenUpdate}.Body(), []byte("/store/u"))
+	rc.mustFail(xrootd.CodeNotFound, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenUpdate}.Body(), []byte("/store/u/nope"))
 	rc.mustFail(xrootd.CodeIsDirectory, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenDelete}.Body(), []byte("/store/u"))
 	rc.mustFail(xrootd.CodeIsDirectory, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenRead}.Body(), []byte("/store/u"))
 	rc.mustFail(xrootd.CodeNotFound, xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenNew}.Body(), []byte("/store/nodir/f"))
