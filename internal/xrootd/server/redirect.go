@@ -17,8 +17,8 @@ type LocateRequest struct {
 	// Path is the clean logical path ("/store/a").
 	Path string
 	// Write is set for requests that create or change (an open for
-	// writing, mkdir, rm, rmdir, mv, truncate): the answer must be
-	// writable servers.
+	// writing, mkdir, rm, rmdir, mv, truncate, chmod, setting or deleting
+	// attributes): the answer must be writable servers.
 	Write bool
 	// Tried lists the hosts the client reports having failed with (its
 	// opaque "tried=").
@@ -56,6 +56,13 @@ func pathRequest(r *request) (path string, write, ok bool) {
 			return data, true, true // refused below, as malformed paths are
 		}
 		return from, true, true
+	case xrootd.ReqFattr:
+		path, _ := xrootd.SplitFattr(r.data)
+		if path == "" {
+			return "", false, false // of an open handle
+		}
+		sub := xrootd.DecodeFattr(r.hdr.Body).Subcode
+		return path, sub == xrootd.FattrSet || sub == xrootd.FattrDel, true
 	case xrootd.ReqQuery:
 		switch xrootd.DecodeQuery(r.hdr.Body).Type {
 		case xrootd.QueryChecksum, xrootd.QuerySpace, xrootd.QueryXattr:

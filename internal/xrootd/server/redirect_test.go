@@ -65,8 +65,22 @@ func TestRedirector(t *testing.T) {
 	if st != xrootd.StatusRedirect {
 		t.Errorf("mkdir: %v", st)
 	}
+	// Attributes by path are redirected too: reading them to any replica,
+	// setting them to a writable server.
+	for _, sub := range []byte{xrootd.FattrList, xrootd.FattrSet} {
+		body := xrootd.FattrRequest{Subcode: sub}.Body()
+		st, _ = rc.call(xrootd.ReqFattr, body, append([]byte("/store/d/f\x00"), 0, 0))
+		if st != xrootd.StatusRedirect {
+			t.Errorf("fattr %d by path: %v, want a redirect", sub, st)
+		}
+		mu.Lock()
+		if q := asked[len(asked)-1]; q.Path != "/store/d/f" || q.Write != (sub == xrootd.FattrSet) {
+			t.Errorf("fattr %d looked up %+v", sub, q)
+		}
+		mu.Unlock()
+	}
 	mu.Lock()
-	if len(asked) < 2 || !slicesEqual(asked[0].Tried, []string{"h1", "h2"}) || asked[0].Write || !asked[len(asked)-1].Write {
+	if len(asked) < 2 || !slicesEqual(asked[0].Tried, []string{"h1", "h2"}) || asked[0].Write || !asked[len(asked)-3].Write {
 		t.Errorf("lookups %+v", asked)
 	}
 	mu.Unlock()

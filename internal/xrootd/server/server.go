@@ -16,6 +16,10 @@
 // Writes are atomic as in HTTP: a file opened for writing is an upload that
 // becomes visible under its name only when closed complete; a session that
 // ends before (a dropped connection, an interrupted xrdcp) leaves nothing.
+// An existing file opened to change it (kXR_open_updt, append) is changed
+// in a private copy that replaces it at close (update.go); until then
+// readers see the old version, and an update that does not close leaves
+// the file as it was.
 package server
 
 import (
