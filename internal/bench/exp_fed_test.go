@@ -117,14 +117,14 @@ func fedExecute(t *testing.T, name string, set map[string]string) *Run {
 }
 
 func TestRedirectQuick(t *testing.T) {
-	r := fedExecute(t, "redirect", map[string]string{"files": "32", "reads": "20"})
+	r := fedExecute(t, "redirect", map[string]string{"files": "32", "reads": "20", "proto": "http", "xrootd_servers": "0"})
 	rows := r.Rows()
 	if len(rows) != 8 {
 		t.Fatalf("%d rows, want 8 (4 levels x cold, cached)", len(rows))
 	}
 	for _, level := range redirectLevels {
 		for _, pass := range []string{"cold", "cached"} {
-			got := netRows(rows, "level", level, "pass", pass)
+			got := netRows(rows, "level", level, "pass", pass, "system", "wanda", "proto", "http")
 			if len(got) != 1 {
 				t.Fatalf("level %s pass %s: %d rows, want 1", level, pass, len(got))
 			}
@@ -160,7 +160,7 @@ func TestRedirectQuick(t *testing.T) {
 // reads (it says so in a note).
 func TestRedirectRTT(t *testing.T) {
 	const rtt = 20 * time.Millisecond
-	r := fedExecute(t, "redirect", map[string]string{"files": "16", "reads": "8", "levels": "direct global", "rtt": "20ms"})
+	r := fedExecute(t, "redirect", map[string]string{"files": "16", "reads": "8", "levels": "direct global", "rtt": "20ms", "proto": "http"})
 	median := func(level, pass string) float64 {
 		got := netRows(r.Rows(), "level", level, "pass", pass)
 		if len(got) != 1 {
@@ -192,12 +192,85 @@ func TestRedirectRTT(t *testing.T) {
 	}
 }
 
+// proto=root: every level over root:// with wanda's root:// transport
+// and with XrdCl (XRootD's client, Python bindings), and XRootD's own
+// cluster (a cmsd redirector and two data servers) read with the same
+// clients directly and through the cmsd redirector, with the ratios
+// wanda / XRootD on wanda's rows.
+func TestRedirectRootQuick(t *testing.T) {
+	r := fedExecute(t, "redirect", map[string]string{"files": "16", "reads": "8", "levels": "direct site global", "proto": "root"})
+	rows := r.Rows()
+	haveXRootD := len(netRows(rows, "system", "xrootd")) > 0
+	clients := []string{"wanda"}
+	if len(netRows(rows, "client", "xrdcl")) > 0 {
+		clients = append(clients, "xrdcl")
+	}
+	if !haveXRootD || len(clients) == 1 {
+		t.Logf("XRootD rows: %v, clients %v (notes: %q)", haveXRootD, clients, r.Notes())
+		if os.Getenv("CI") == "true" {
+			t.Error("no XRootD or XrdCl rows in CI")
+		}
+	}
+	want := map[string][]string{"wanda": {"direct", "site", "global"}, "xrootd": {"direct", "site"}}
+	n := 0
+	for system, levels := range want {
+		if system == "xrootd" && !haveXRootD {
+			continue
+		}
+		for _, c := range clients {
+			for _, level := range levels {
+				for _, pass := range []string{"cold", "cached"} {
+					n++
+					got := netRows(rows, "level", level, "system", system, "proto", "root", "client", c, "pass", pass)
+					if len(got) != 1 {
+						t.Fatalf("%s %s %s %s: %d rows, want 1", system, c, level, pass, len(got))
+					}
+					row := got[0]
+					t.Logf("%s %s %s %s: open median %v mean %v max %v ms, vs XRootD %v (medians %v), goal %v", system, c, level, pass,
+						row.Get("open_median_ms"), row.Get("open_mean_ms"), row.Get("open_max_ms"), row.Get("vs_xrootd"), row.Get("vs_xrootd_median"), row.Get("goal"))
+					if v := netFloat(t, row, "reads"); v != 8 {
+						t.Errorf("%s %s %s %s: %v reads, want 8", system, c, level, pass, v)
+					}
+					for _, col := range []string{"open_min_ms", "open_mean_ms", "total_mean_ms"} {
+						if v := netFloat(t, row, col); v <= 0 {
+							t.Errorf("%s %s %s %s: %s = %v, want > 0", system, c, level, pass, col, v)
+						}
+					}
+					compared := system == "wanda" && level != "global" && haveXRootD
+					if v := row.Get("vs_xrootd"); compared != (v != nil) {
+						t.Errorf("%s %s %s %s: vs_xrootd %v", system, c, level, pass, v)
+					}
+					g, _ := row.Get("goal").(string)
+					switch {
+					case system == "xrootd" && g != "baseline":
+						t.Errorf("XRootD's %s %s %s: goal %q, want baseline", c, level, pass, g)
+					case system == "wanda" && g != "met" && !strings.HasPrefix(g, "missed: "):
+						t.Errorf("%s %s %s: goal %q", c, level, pass, g)
+					}
+				}
+			}
+		}
+	}
+	if len(rows) != n {
+		t.Errorf("%d rows, want %d", len(rows), n)
+	}
+	if haveXRootD && (len(r.summary) != 1 || !strings.Contains(r.summary[0], "wanda site vs cmsd")) {
+		t.Errorf("summary %q: want the wanda / XRootD table", r.summary)
+	}
+}
+
 func TestRedirectParams(t *testing.T) {
 	e, _ := Lookup("redirect")
 	for _, set := range []map[string]string{
 		{"files": "10", "reads": "11"},
 		{"levels": "direct moon"},
 		{"conns": "sometimes"},
+		{"proto": "ftp"},
+		{"proto": ""},
+		{"clients": "curl"},
+		{"clients": "xrdcl", "proto": "http"},
+		{"xrootd_servers": "1"},
+		{"xrootd_servers": "-2"},
 	} {
 		_, err := Execute(t.Context(), e, Options{Quick: true, Out: filepath.Join(t.TempDir(), "out"), Set: set})
 		if !errors.Is(err, ErrUsage) {

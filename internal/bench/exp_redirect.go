@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/wan"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 func init() {
@@ -31,7 +33,19 @@ func init() {
 			`the same files again. Per-hop overhead = (mean open at the level - mean open direct) ` +
 			`/ hops. Goals: cold under 1 ms per hop plus the path's round trips, cached under ` +
 			`0.2 ms, max under 5x the median. Seed 003 measured about 0.35 s per redirector level ` +
-			`on the minimum times of 100 reads through RAL, Bari and CERN.`,
+			`on the minimum times of 100 reads through RAL, Bari and CERN. ` +
+			`proto=root measures every level again over root:// with wanda's root:// transport ` +
+			`(the redirectors answer kXR_redirect on the same port): open = kXR_stat following the ` +
+			`redirect, total = + kXR_open and kXR_read of the file at the server found. Beside it, ` +
+			`XRootD's own cluster (package xrdpeer): a cmsd redirector (xrootd + cmsd, role manager) ` +
+			`and xrootd_servers data servers (xrootd + cmsd) serving site A's directories, read with ` +
+			`the same client directly (level direct) and through the cmsd redirector (level site, ` +
+			`1 hop); cold = the first open of each file after the cluster started, cached = again. ` +
+			`Its cms.delay is XRootD's default but for startup (1 s instead of 90 s; lookup 5 s and ` +
+			`hold 178 ms as sites run them). clients=xrdcl reads every root:// line again with ` +
+			`XRootD's own client library (XrdCl, through its Python bindings: open = File.open, ` +
+			`kXR_open following the redirect). Goal: wanda's site redirector no slower than cmsd ` +
+			`for the same client (vs_xrootd = wanda / XRootD, mean open latency, <= 1).`,
 		Params: []Param{
 			{Name: "files", Help: "files at site A (each read picks one at random)", Default: "256"},
 			{Name: "file_size", Help: "size of each file", Default: "4KiB"},
@@ -39,6 +53,9 @@ func init() {
 			{Name: "levels", Help: "entry points: direct site region global", Default: "direct site region global"},
 			{Name: "rtt", Help: "RTT of a wan relay in front of every node (0: no relays; bare numbers are ms)", Default: "0"},
 			{Name: "conns", Help: "client connections: reuse (keep-alive across reads) or new (a fresh connection per read, as a new xrdcp process)", Default: "reuse"},
+			{Name: "proto", Help: "protocols of wanda's levels: http (HEAD + GET) and/or root (kXR_stat + kXR_open/kXR_read, wanda's root:// transport)", Default: "http root"},
+			{Name: "clients", Help: "root:// clients: wanda (wanda's engine) and/or xrdcl (XRootD's own client library, XrdCl, through its Python bindings: File.open + read)", Default: "wanda xrdcl"},
+			{Name: "xrootd_servers", Help: "XRootD's own cluster beside wanda (with proto root, levels direct and site): a cmsd redirector and this many data servers holding site A's files (0: none; else at least 2)", Default: "2"},
 		},
 		Run: runRedirect,
 	})
@@ -65,6 +82,9 @@ func runRedirect(ctx context.Context, r *Run) error {
 	rtt := r.Duration("rtt")
 	levels := redirectParseLevels(r)
 	conns := strings.TrimSpace(r.Str("conns"))
+	protos := redirectParseProtos(r)
+	clients := redirectParseClients(r)
+	nxrd := r.Int("xrootd_servers")
 	switch {
 	case nfiles < 1:
 		panic(paramError{"files", r.Str("files"), "at least 1 file"})
@@ -76,6 +96,10 @@ func runRedirect(ctx context.Context, r *Run) error {
 		panic(paramError{"rtt", r.Str("rtt"), "a duration >= 0"})
 	case conns != "reuse" && conns != "new":
 		panic(paramError{"conns", r.Str("conns"), "reuse or new"})
+	case !slices.Contains(clients, "wanda") && !slices.Contains(protos, "root"):
+		panic(paramError{"clients", r.Str("clients"), "wanda, or xrdcl with proto root"})
+	case nxrd < 0 || nxrd == 1:
+		panic(paramError{"xrootd_servers", r.Str("xrootd_servers"), "0 (none) or at least 2 (site A's files alternate between two directories)"})
 	}
 
 	// Three sites, two servers each, three local layouts of /store (seed
@@ -117,64 +141,125 @@ func runRedirect(ctx context.Context, r *Run) error {
 
 	r.Note("layout: global -> regions eu (sites A, B) and us (site C) -> site redirectors -> 2 servers each; /store maps to %s, %s and %s at sites A, B and C; the %d files are at site A",
 		layouts["A"], layouts["B"], layouts["C"], nfiles)
-	r.Note("client: wanda's client library, a fresh route cache per read (so every open asks the entry point), HTTP connections %s; open = HEAD following the redirect, total = open + GET of the whole file from the server found",
+	r.Note("client: wanda's client library, a fresh route cache per read (so every open asks the entry point), connections %s; http: open = HEAD following the redirect, total = open + GET of the whole file from the server found; root: open = kXR_stat following the kXR_redirect, total = open + kXR_open and kXR_read of the whole file at the server found",
 		map[string]string{"reuse": "kept alive across reads (the overhead is the redirector's, not TCP's)", "new": "closed before every read (each read connects anew, as a new xrdcp process)"}[conns])
-	r.Note("cold: a federation started afresh for each level and repetition, reading %d distinct files (nothing cached in any redirector); cached: the same files again in another order", reads)
+	xrd, err := redirectXRootDSetup(ctx, r, spec, protos, levels, nxrd, rtt)
+	if err != nil {
+		return err
+	}
+	defer xrd.stop()
+	r.Note("cold: a federation started afresh for each level, protocol, client and repetition, reading %d distinct files (nothing cached in any redirector); cached: the same files again in another order", reads)
 	if rtt > 0 {
 		r.Note("every node is behind its own wan relay at RTT %v: the client's requests and the redirectors' queries each cross one; the goals add the round trips a level needs beyond direct (cold: hops+1, cached: 1) to 1 ms (cold) or 0.2 ms (cached) per hop", rtt)
 	}
 
-	hc := client.NewHTTPTransport(nil)
-	defer hc.Client.CloseIdleConnections()
+	rc := redirectClient{http: client.NewHTTPTransport(nil), root: xrdclient.New(xrdclient.Options{}), newConns: conns == "new", run: r}
+	defer rc.closeIdle()
+	xrdcl := slices.Contains(clients, "xrdcl") && redirectXrdClOK(ctx, r, protos, conns)
 	type key struct {
-		pass string
-		rep  int
+		system, proto, client, pass string
+		rep                         int
 	}
 	direct := map[key]float64{}      // mean open ms of the direct level
 	lateWrites := map[string]int64{} // relay writes behind schedule, per level
-	n, i := r.Reps()*len(levels), 0
+	var variants []redirectVariant
+	for _, system := range []string{"wanda", "xrootd"} {
+		for _, p := range protos {
+			for _, c := range clients {
+				if (system == "xrootd" && (xrd == nil || p != "root")) || (c == "xrdcl" && (!xrdcl || p != "root")) {
+					continue
+				}
+				variants = append(variants, redirectVariant{system, p, c})
+			}
+		}
+	}
+	if len(variants) == 0 {
+		return errors.New("nothing to measure: XrdCl is not available (see the notes) and clients has no wanda")
+	}
+	n, i := 0, 0
+	for _, level := range levels {
+		for _, v := range variants {
+			if v.system == "wanda" || xrd.has(level) {
+				n += r.Reps()
+			}
+		}
+	}
 	for rep := range r.Reps() {
 		for _, level := range levels {
-			i++
-			r.Step(fmt.Sprintf("level=%s rep=%d", level, rep+1), i, n)
-			if err := context.Cause(ctx); err != nil {
-				return err
+			res := map[redirectVariant]map[string]redirectSamples{}
+			for _, v := range variants {
+				if v.system == "xrootd" && !xrd.has(level) {
+					continue
+				}
+				i++
+				r.Step(fmt.Sprintf("level=%s %s %s client=%s rep=%d", level, v.system, v.proto, v.client, rep+1), i, n)
+				if err := context.Cause(ctx); err != nil {
+					return err
+				}
+				var err error
+				if v.system == "xrootd" {
+					res[v], err = xrd.level(ctx, level, names, reads, size, rc.with(v.proto, v.client))
+				} else {
+					var late int64
+					res[v], late, err = redirectLevel(ctx, r, spec, level, names, reads, size, rc.with(v.proto, v.client))
+					lateWrites[level] += late
+				}
+				if err != nil {
+					return fmt.Errorf("level %s %s %s client %s: %w", level, v.system, v.proto, v.client, err)
+				}
 			}
-			res, late, err := redirectLevel(ctx, r, spec, level, names, reads, size, hc, conns == "new")
-			if err != nil {
-				return fmt.Errorf("level %s: %w", level, err)
-			}
-			lateWrites[level] += late
 			hops := slices.Index(redirectLevels, level)
-			for _, pass := range []string{"cold", "cached"} {
-				open, total := Summarize(res[pass].open), Summarize(res[pass].total)
-				if level == "direct" {
-					direct[key{pass, rep}] = open.Mean
+			for _, v := range variants {
+				if res[v] == nil {
+					continue
 				}
-				kv := []any{"level", level, "hops", hops, "pass", pass, "reads", open.N,
-					"open_min_ms", netRound(open.Min, 3), "open_median_ms", netRound(open.Median, 3),
-					"open_mean_ms", netRound(open.Mean, 3), "open_max_ms", netRound(open.Max, 3),
-					"total_min_ms", netRound(total.Min, 3), "total_mean_ms", netRound(total.Mean, 3),
-					"total_max_ms", netRound(total.Max, 3), "max_over_median", netRound(open.Max/open.Median, 2)}
-				var missed []string
-				if open.Max >= 5*open.Median {
-					missed = append(missed, "max >= 5x median")
-				}
-				var perHop, limit any // none for direct, or without a direct level
-				if d, ok := direct[key{pass, rep}]; ok && hops > 0 {
-					ph, lim := (open.Mean-d)/float64(hops), redirectGoal(pass, hops, rtt)
-					perHop, limit = netRound(ph, 3), netRound(lim, 3)
-					if ph >= lim {
-						missed = append(missed, "per-hop overhead over the goal")
+				for _, pass := range []string{"cold", "cached"} {
+					open, total := Summarize(res[v][pass].open), Summarize(res[v][pass].total)
+					k := key{v.system, v.proto, v.client, pass, rep}
+					if level == "direct" {
+						direct[k] = open.Mean
 					}
+					kv := []any{"level", level, "system", v.system, "proto", v.proto, "client", v.client, "hops", hops, "pass", pass, "reads", open.N,
+						"open_min_ms", netRound(open.Min, 3), "open_median_ms", netRound(open.Median, 3),
+						"open_mean_ms", netRound(open.Mean, 3), "open_max_ms", netRound(open.Max, 3),
+						"total_min_ms", netRound(total.Min, 3), "total_mean_ms", netRound(total.Mean, 3),
+						"total_max_ms", netRound(total.Max, 3), "max_over_median", netRound(open.Max/open.Median, 2)}
+					var missed []string
+					if open.Max >= 5*open.Median {
+						missed = append(missed, "max >= 5x median")
+					}
+					var perHop, limit, vs, vsMed any // none for direct, without a direct level, or without XRootD
+					if d, ok := direct[k]; ok && hops > 0 {
+						ph, lim := (open.Mean-d)/float64(hops), redirectGoal(pass, hops, rtt)
+						perHop = netRound(ph, 3)
+						// The per-hop goals are wanda's engine's (XrdCl's
+						// own handling of a redirect is in its per-hop).
+						if v.system == "wanda" && v.client == "wanda" {
+							limit = netRound(lim, 3)
+							if ph >= lim {
+								missed = append(missed, "per-hop overhead over the goal")
+							}
+						}
+					}
+					if x := res[redirectVariant{"xrootd", v.proto, v.client}]; v.system == "wanda" && x != nil {
+						xs := Summarize(x[pass].open)
+						ratio := open.Mean / xs.Mean
+						vs, vsMed = netRound(ratio, 3), netRound(open.Median/xs.Median, 3)
+						if level == "site" && ratio > 1 {
+							missed = append(missed, "slower than XRootD's cmsd")
+						}
+					}
+					kv = append(kv, "per_hop_ms", perHop, "goal_per_hop_ms", limit, "vs_xrootd", vs, "vs_xrootd_median", vsMed)
+					goal := "met"
+					switch {
+					case v.system == "xrootd":
+						goal = "baseline"
+					case len(missed) > 0:
+						goal = "missed: " + strings.Join(missed, "; ")
+					}
+					kv = append(kv, "goal", goal)
+					r.Row(kv...)
 				}
-				kv = append(kv, "per_hop_ms", perHop, "goal_per_hop_ms", limit)
-				goal := "met"
-				if len(missed) > 0 {
-					goal = "missed: " + strings.Join(missed, "; ")
-				}
-				kv = append(kv, "goal", goal)
-				r.Row(kv...)
 			}
 		}
 	}
@@ -183,10 +268,17 @@ func runRedirect(ctx context.Context, r *Run) error {
 			r.Note("level %s: the relays started %d writes more than 5 ms behind schedule for want of CPU: part of this level's latency (and tail) is the emulator's", level, n)
 		}
 	}
-	r.Plot(PlotSpec{Name: "redirect-open", Title: fmt.Sprintf("Open latency (mean of %d reads) vs redirector levels", reads),
-		X: "hops", Y: "open_mean_ms", Group: []string{"pass"}, XLabel: "redirector levels (0 = direct)", YLabel: "ms"})
-	r.Plot(PlotSpec{Name: "redirect-max", Title: "Slowest open vs redirector levels",
-		X: "hops", Y: "open_max_ms", Group: []string{"pass"}, XLabel: "redirector levels (0 = direct)", YLabel: "ms"})
+	engine := func(row Row) bool { return row.Get("client") == "wanda" }
+	r.Plot(PlotSpec{Name: "redirect-open", Title: fmt.Sprintf("Open latency (mean of %d reads) vs redirector levels, wanda's client", reads),
+		X: "hops", Y: "open_mean_ms", Group: []string{"system", "proto", "pass"}, XLabel: "redirector levels (0 = direct)", YLabel: "ms", Where: engine})
+	r.Plot(PlotSpec{Name: "redirect-max", Title: "Slowest open vs redirector levels, wanda's client",
+		X: "hops", Y: "open_max_ms", Group: []string{"system", "proto", "pass"}, XLabel: "redirector levels (0 = direct)", YLabel: "ms", Where: engine})
+	if xrdcl {
+		r.Plot(PlotSpec{Name: "redirect-xrdcl", Title: fmt.Sprintf("Open latency (mean of %d reads) vs redirector levels, XrdCl over root://", reads),
+			X: "hops", Y: "open_mean_ms", Group: []string{"system", "pass"}, XLabel: "redirector levels (0 = direct)", YLabel: "ms",
+			Where: func(row Row) bool { return row.Get("client") == "xrdcl" }})
+	}
+	xrd.summary(r)
 	r.SeedTable(seed003Table1)
 	return nil
 }
@@ -201,6 +293,38 @@ func redirectGoal(pass string, hops int, rtt time.Duration) float64 {
 		return 1 + ms*float64(hops+1)/float64(hops)
 	}
 	return 0.2 + ms/float64(hops)
+}
+
+func redirectParseProtos(r *Run) []string {
+	var out []string
+	for _, f := range fields(r.Str("proto")) {
+		if f != "http" && f != "root" {
+			panic(paramError{"proto", r.Str("proto"), "some of: http root"})
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		panic(paramError{"proto", r.Str("proto"), "at least one of: http root"})
+	}
+	return out
+}
+
+func redirectParseClients(r *Run) []string {
+	var out []string
+	for _, f := range fields(r.Str("clients")) {
+		if f != "wanda" && f != "xrdcl" {
+			panic(paramError{"clients", r.Str("clients"), "some of: wanda xrdcl"})
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		panic(paramError{"clients", r.Str("clients"), "at least one of: wanda xrdcl"})
+	}
+	return out
 }
 
 func redirectParseLevels(r *Run) []string {
@@ -224,32 +348,79 @@ func redirectParseLevels(r *Run) []string {
 // redirectSamples are one pass's latencies in ms.
 type redirectSamples struct{ open, total []float64 }
 
+// redirectVariant is what a row measured: wanda's federation or
+// XRootD's cluster, over a protocol, with a client (wanda's engine or
+// XrdCl).
+type redirectVariant struct{ system, proto, client string }
+
+// redirectClient is the client side, shared by every read: the
+// transports (and their connections); each read builds a client.Client of
+// its own around them (an empty route cache).
+type redirectClient struct {
+	http     *client.HTTPTransport
+	root     *xrdclient.Transport
+	newConns bool   // close the idle connections before every read
+	proto    string // the scheme of the entry points: http or root
+	client   string // wanda (the engine, in this process) or xrdcl (a Python process)
+	run      *Run
+}
+
+func (rc redirectClient) with(proto, client string) redirectClient {
+	rc.proto, rc.client = proto, client
+	return rc
+}
+
+func (rc redirectClient) closeIdle() {
+	rc.http.Client.CloseIdleConnections()
+	rc.root.CloseIdle()
+}
+
+// entry turns a node's base URL (http://host:port) into the scheme's.
+func (rc redirectClient) entry(base string) string {
+	if rc.proto == "root" {
+		return "root://" + strings.TrimPrefix(base, "http://") + "/"
+	}
+	return base
+}
+
 // redirectLevel starts a fresh federation, reads through the level's
 // entry point (warm-up, cold pass, cached pass) and stops it.
 func redirectLevel(ctx context.Context, r *Run, spec fedSpec, level string, names []string, reads int, size int64,
-	hc *client.HTTPTransport, newConns bool) (_ map[string]redirectSamples, late int64, _ error) {
+	rc redirectClient) (_ map[string]redirectSamples, late int64, _ error) {
 	f, err := startFederation(ctx, r, spec)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
 	// Connections to this federation's nodes go with it.
-	defer hc.Client.CloseIdleConnections()
+	defer rc.closeIdle()
 	var entry func(i int) string // base URL for names[i]; -1, -2: the warm-up files
 	switch level {
 	case "direct":
 		entry = func(i int) string {
 			if i < 0 {
-				return f.Servers["A"][-i-1].URL
+				return rc.entry(f.Servers["A"][-i-1].URL)
 			}
-			return f.Servers["A"][i%2].URL
+			return rc.entry(f.Servers["A"][i%2].URL)
 		}
 	case "site":
-		entry = func(int) string { return f.Sites["A"].URL }
+		entry = func(int) string { return rc.entry(f.Sites["A"].URL) }
 	case "region":
-		entry = func(int) string { return f.Regions["eu"].URL }
+		entry = func(int) string { return rc.entry(f.Regions["eu"].URL) }
 	case "global":
-		entry = func(int) string { return f.Global.URL }
+		entry = func(int) string { return rc.entry(f.Global.URL) }
+	}
+	out, err := redirectPasses(ctx, entry, names, reads, size, rc)
+	return out, f.relayLate(), err
+}
+
+// redirectPasses reads through entry: the two warm-up files, then a cold
+// pass over reads random files and a cached pass over the same files in
+// another order.
+func redirectPasses(ctx context.Context, entry func(i int) string, names []string, reads int, size int64,
+	rc redirectClient) (map[string]redirectSamples, error) {
+	if rc.client == "xrdcl" {
+		return redirectPassesXrdCl(ctx, rc.run, entry, names, reads, size)
 	}
 	buf := make([]byte, size)
 	read := func(i int) (open, total float64, err error) {
@@ -258,13 +429,14 @@ func redirectLevel(ctx context.Context, r *Run, spec fedSpec, level string, name
 			name = names[i]
 		}
 		u := entry(i) + "/store/bench/" + name
-		if newConns {
-			hc.Client.CloseIdleConnections()
+		if rc.newConns {
+			rc.closeIdle()
 		}
 		// A client of its own per read: an empty route cache, so the open
-		// asks the entry point; the transport (connections) is shared.
+		// asks the entry point; the transports (connections) are shared.
 		c := client.New()
-		c.Register("http", hc)
+		c.Register("http", rc.http)
+		c.Register("root", rc.root)
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		t0 := time.Now()
@@ -286,7 +458,7 @@ func redirectLevel(ctx context.Context, r *Run, spec fedSpec, level string, name
 	}
 	for _, w := range []int{-1, -2} {
 		if _, _, err := read(w); err != nil {
-			return nil, 0, fmt.Errorf("warm-up: %w", err)
+			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	order := rand.Perm(len(names))[:reads]
@@ -295,11 +467,11 @@ func redirectLevel(ctx context.Context, r *Run, spec fedSpec, level string, name
 		var s redirectSamples
 		for _, i := range order {
 			if err := context.Cause(ctx); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			o, t, err := read(i)
 			if err != nil {
-				return nil, 0, fmt.Errorf("%s pass: %w", pass, err)
+				return nil, fmt.Errorf("%s pass: %w", pass, err)
 			}
 			s.open = append(s.open, o)
 			s.total = append(s.total, t)
@@ -307,7 +479,7 @@ func redirectLevel(ctx context.Context, r *Run, spec fedSpec, level string, name
 		out[pass] = s
 		rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	}
-	return out, f.relayLate(), nil
+	return out, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,31 +1,28 @@
 package bench
 
-// Peers: other people's servers (XRootD's own xrootd, nginx) started as
-// processes on loopback for the experiments to compare against. They bind
-// ports themselves, so they get a port that was free a moment ago
-// (peerFreePort); everything else in the package hands listeners over.
-// A peer that is not installed, or cannot run here, is skipped with a
-// note: StartXRootD and StartNginx then return ok == false and no error.
+// Peers: other people's servers (XRootD's own xrootd and cmsd, nginx,
+// iperf3) started as processes on loopback for the experiments to compare
+// against. XRootD's daemons are started by package xrdpeer, which also
+// runs the others (xrdpeer.StartDaemon). They bind ports themselves, so
+// they get a port that was free a moment ago (peerFreePort); everything
+// else in the package hands listeners over. A peer that is not
+// installed, or cannot run here, is skipped with a note: StartXRootD,
+// StartXRootDCluster, StartXCache and StartNginx then return ok == false
+// and no error.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
-)
 
-// peerReadyTimeout bounds how long a peer may take to start listening.
-const peerReadyTimeout = 20 * time.Second
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
+)
 
 // XRootDPeer is a running XRootD data server.
 type XRootDPeer struct {
@@ -34,12 +31,11 @@ type XRootDPeer struct {
 }
 
 // StartXRootD starts XRootD's own data server exporting the directory root
-// (files are root://Addr//name) and stops it at
-// the run's cleanup. xrootd refuses to run as root: as root it runs as the
-// `xrootd` user the package creates (setpriv), which must be able to read
-// root, so root and its ancestors get o+x and the files o+r. Without
-// xrootd (or, as root, without that user or setpriv) it notes why and
-// returns ok == false.
+// (files are root://Addr//name) and stops it at the run's cleanup. As
+// root it runs as the `xrootd` user (package xrdpeer), which must be able
+// to read root: root's ancestors get o+x (until the cleanup) and its
+// files o+r. Without xrootd (or, as root, without that user or setpriv)
+// it notes why and returns ok == false.
 //
 // XRootD has no directive to listen on one address (peers/README.md): its
 // port is bound on all interfaces, and `xrd.allow host localhost` refuses
@@ -50,53 +46,42 @@ func (r *Run) StartXRootD(ctx context.Context, root string) (p XRootDPeer, ok bo
 		r.Note("xrootd: not installed (apt-get install xrootd-server xrootd-server-plugins), skipped")
 		return p, false, nil
 	}
-	var prefix []string
-	admin := filepath.Join(r.Dir(), "xrootd-"+strconv.Itoa(peerSeq()))
-	if err := os.MkdirAll(admin, 0o755); err != nil {
-		return p, false, err
+	s, err := xrdpeer.Start(ctx, xrdpeer.Options{
+		Dir: root, Work: filepath.Join(r.Dir(), "xrootd-"+strconv.Itoa(peerSeq())), Log: r.Log(),
+	})
+	if errors.Is(err, xrdpeer.ErrNotInstalled) {
+		r.Note("xrootd: %v, skipped", err)
+		return p, false, nil
 	}
-	if os.Geteuid() == 0 {
-		u, uerr := user.Lookup("xrootd")
-		if uerr != nil || !r.Have("setpriv") {
-			r.Note("xrootd: refuses to run as root and there is no `xrootd` user or setpriv to run it as, skipped")
-			return p, false, nil
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(admin, uid, gid); err != nil {
-			return p, false, fmt.Errorf("xrootd admin dir: %w", err)
-		}
-		restore, err := peerReadable(root)
-		r.Cleanup(restore)
-		if err != nil {
-			return p, false, fmt.Errorf("xrootd: make %s readable: %w", root, err)
-		}
-		prefix = []string{"setpriv", "--reuid=xrootd", "--regid=xrootd", "--init-groups"}
-	}
-	port, err := peerFreePort()
 	if err != nil {
 		return p, false, err
 	}
-	cfg := fmt.Sprintf(`all.role server
-all.export /
-oss.localroot %s
-xrd.port %d
-xrd.allow host localhost
-all.adminpath %s
-all.pidpath %s
-xrootd.chksum adler32
-`, root, port, admin, admin)
-	cfgPath := filepath.Join(admin, "xrootd.cfg")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return p, false, err
+	r.Cleanup(func() { s.Close() })
+	return XRootDPeer{Addr: s.Addr}, true, nil
+}
+
+// StartXRootDCluster starts an XRootD cluster (package xrdpeer): a cmsd
+// redirector and one data server per directory of dirs, each exporting
+// prefix from its directory (oss.localroot: the logical /store/f is
+// dir/store/f). It stops at the run's cleanup or at Close. Without xrootd
+// or cmsd it notes why and returns ok == false.
+func (r *Run) StartXRootDCluster(ctx context.Context, prefix string, dirs []string) (c *xrdpeer.Cluster, ok bool, err error) {
+	if !r.Have("xrootd") || !r.Have("cmsd") {
+		r.Note("xrootd, cmsd: not installed (apt-get install xrootd-server xrootd-server-plugins), the XRootD cluster is skipped")
+		return nil, false, nil
 	}
-	logPath := filepath.Join(admin, "xrootd.log")
-	args := append(prefix, "xrootd", "-I", "v4", "-c", cfgPath, "-l", "="+logPath)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := r.startPeer(ctx, "xrootd", args, addr, logPath); err != nil {
-		return p, false, err
+	c, err = xrdpeer.StartCluster(ctx, xrdpeer.ClusterOptions{
+		Dirs: dirs, Export: prefix, Work: filepath.Join(r.Dir(), "xrootd-cluster-"+strconv.Itoa(peerSeq())), Log: r.Log(),
+	})
+	if errors.Is(err, xrdpeer.ErrNotInstalled) {
+		r.Note("xrootd cluster: %v, skipped", err)
+		return nil, false, nil
 	}
-	return XRootDPeer{Addr: addr}, true, nil
+	if err != nil {
+		return nil, false, err
+	}
+	r.Cleanup(func() { c.Close() })
+	return c, true, nil
 }
 
 // StartNginx starts a throw-away nginx serving the directory root on
@@ -116,13 +101,16 @@ func (r *Run) StartNginx(ctx context.Context, root string) (baseURL string, ok b
 		return "", false, err
 	}
 	if os.Geteuid() == 0 {
-		restore, err := peerReadable(root)
-		r.Cleanup(restore)
+		release, err := xrdpeer.Reach(root)
+		r.Cleanup(release)
+		if err == nil {
+			err = xrdpeer.Readable(root)
+		}
 		if err != nil {
 			return "", false, fmt.Errorf("nginx: make %s readable: %w", root, err)
 		}
 	}
-	port, err := peerFreePort()
+	port, err := xrdpeer.FreePort()
 	if err != nil {
 		return "", false, err
 	}
@@ -160,144 +148,28 @@ http {
 	return "http://" + addr, true, nil
 }
 
-// startPeer runs args as a child process, waits until addr accepts
-// connections (or the process exits, or peerReadyTimeout passes), and
-// registers its stop (SIGTERM, then SIGKILL after 5 s) with the run's
+// startPeer runs args as a child process (xrdpeer.StartDaemon), waits
+// until addr accepts connections (or the process exits, or
+// xrdpeer.ReadyTimeout passes), and registers its stop (SIGTERM to its
+// process group, then SIGKILL after xrdpeer.StopTimeout) with the run's
 // cleanup. The error quotes the end of logPath.
 func (r *Run) startPeer(ctx context.Context, name string, args []string, addr, logPath string) error {
-	out := &lockedBuffer{b: new(bytes.Buffer)}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = out, out
-	// Children that keep the output pipe open must not hang Wait.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+	d, err := xrdpeer.StartDaemon(ctx, xrdpeer.Command{Name: name, Args: args, Listen: []string{addr}, LogPath: logPath, Log: r.Log()})
+	if err != nil {
+		return err
 	}
-	// exited is closed when the process has been reaped; waitErr is then
-	// its exit status.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
-	}
-	r.Cleanup(stop)
-	if err := peerWaitListening(ctx, addr, exited, func() error { return waitErr }); err != nil {
-		stop()
-		tail := peerTail(logPath)
-		if tail == "" {
-			tail = strings.TrimSpace(out.String())
-		}
-		return fmt.Errorf("%s on %s: %w; log: %s", name, addr, err, tail)
-	}
-	r.Log().Info("peer started", "peer", name, "addr", addr, "pid", cmd.Process.Pid)
+	r.Cleanup(d.Stop)
 	return nil
-}
-
-// peerWaitListening polls addr until it accepts a connection.
-func peerWaitListening(ctx context.Context, addr string, exited <-chan struct{}, status func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, peerReadyTimeout)
-	defer cancel()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-exited:
-			err := status()
-			if err == nil {
-				err = errors.New("exited")
-			}
-			return fmt.Errorf("exited before listening: %w", err)
-		case <-ctx.Done():
-			return fmt.Errorf("not listening after %v: %w", peerReadyTimeout, context.Cause(ctx))
-		case <-tick.C:
-		}
-	}
 }
 
 // peerFreePort returns a loopback port that was free a moment ago, for a
 // peer that binds its own socket (there is a small window in which
 // something else may take it; the peer then fails to start, loudly).
-func peerFreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+func peerFreePort() (int, error) { return xrdpeer.FreePort() }
 
-// peerReadable lets other users (a peer's unprivileged workers) reach
-// dir: o+x on dir and each ancestor, o+rx on directories and o+r on files
-// below it. restore puts the ancestors' modes back (dir itself is the
-// run's scratch, removed at the end).
-func peerReadable(dir string) (restore func(), err error) {
-	var changed []func()
-	restore = func() {
-		for i := len(changed) - 1; i >= 0; i-- {
-			changed[i]()
-		}
-	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return restore, err
-	}
-	for d := filepath.Dir(dir); d != "/" && d != "."; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return restore, err
-		}
-		if mode := fi.Mode().Perm(); mode&0o001 == 0 {
-			if err := os.Chmod(d, mode|0o001); err != nil {
-				return restore, err
-			}
-			changed = append(changed, func() { os.Chmod(d, mode) })
-		}
-	}
-	return restore, filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		want := fi.Mode().Perm() | 0o004
-		if e.IsDir() {
-			want |= 0o001
-		}
-		if want != fi.Mode().Perm() {
-			return os.Chmod(p, want)
-		}
-		return nil
-	})
-}
-
-// peerTail is the last lines of a peer's log file.
+// peerTail is the last lines of a peer's log file, on one line.
 func peerTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return strings.Join(lines, " | ")
+	return strings.ReplaceAll(xrdpeer.Tail(path, 8), "\n", " | ")
 }
 
 var (
@@ -311,23 +183,4 @@ func peerSeq() int {
 	defer peerSeqMu.Unlock()
 	peerSeqN++
 	return peerSeqN
-}
-
-// lockedBuffer is a bytes.Buffer safe to write from a child's output
-// copier while it is read.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -18,14 +18,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +32,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
 	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
 
 // cacheShutdownTimeout is the cache's shutdown_timeout in these tests.
@@ -467,51 +464,15 @@ type xrootdHTTP struct {
 	Data string // its data directory (oss.localroot)
 }
 
-// xrootdReady bounds how long xrootd may take to answer HTTP.
-const xrootdReady = 20 * time.Second
-
 // startXRootDHTTP starts XRootD's own data server (Debian xrootd-server)
-// exporting a fresh data directory, with XrdHttp on a second port, both on
-// ports that were free a moment ago (retried when one was taken
-// meanwhile), and stops it when the test ends. put copies files into the
-// data directory before it starts (name -> contents).
-//
-// Adapted from internal/bench/peers.go (StartXRootD, startPeer,
-// peerFreePort), which the test cannot import, with the XrdHttp protocol
-// line of ../shared/peers/README.md. xrootd refuses to run as root: as
-// root it runs as the `xrootd` user (setpriv) and its data and admin
-// directories belong to that user. XRootD cannot listen on one address:
-// `xrd.allow host localhost` refuses every client but this host's.
+// exporting a fresh data directory, with XrdHttp on a second port
+// (package xrdpeer: ports that were free a moment ago, retried when one
+// was taken meanwhile; as root it runs as the `xrootd` user, which owns
+// the data directory), and stops it when the test ends. put copies files
+// into the data directory before it starts (name -> contents).
 func startXRootDHTTP(t *testing.T, put map[string][]byte) *xrootdHTTP {
 	t.Helper()
-	requireTool(t, "xrootd")
-	if !haveXrdHttp() {
-		missing(t, "XrdHttp (libXrdHttp-5.so) not found: apt-get install xrootd-server-plugins")
-	}
-	var prefix []string
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("xrootd")
-		if err != nil {
-			missing(t, "xrootd refuses to run as root and there is no `xrootd` user to run it as ("+err.Error()+")")
-		}
-		requireTool(t, "setpriv")
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ = strconv.Atoi(u.Gid)
-		prefix = []string{"setpriv", "--reuid=xrootd", "--regid=xrootd", "--init-groups"}
-	}
-	// Not t.TempDir: its parents are 0700, which the xrootd user cannot
-	// traverse.
-	top, err := os.MkdirTemp("", "wanda-interop-xrootd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	x := &xrootdHTTP{Data: filepath.Join(top, "data")}
-	admin := filepath.Join(top, "run")
+	x := &xrootdHTTP{Data: filepath.Join(t.TempDir(), "data")}
 	for name, b := range put {
 		p := filepath.Join(x.Data, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -521,152 +482,24 @@ func startXRootDHTTP(t *testing.T, put map[string][]byte) *xrootdHTTP {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{x.Data, admin} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if uid >= 0 {
-			err := filepath.WalkDir(d, func(p string, _ os.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				return os.Lchown(p, uid, gid)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := xrdpeer.Start(ctx, xrdpeer.Options{Dir: x.Data, Writable: true, HTTP: true})
+	if errors.Is(err, xrdpeer.ErrNotInstalled) {
+		missing(t, err.Error())
 	}
-
-	var lastErr error
-	for attempt := 1; attempt <= 3; attempt++ {
-		xrdPort, httpPort := freePort(t), freePort(t)
-		if xrdPort == httpPort {
-			continue
-		}
-		cfg := fmt.Sprintf(`all.role server
-all.export /
-oss.localroot %s
-xrd.port %d
-xrd.allow host localhost
-all.adminpath %s
-all.pidpath %s
-xrootd.chksum adler32
-xrd.protocol XrdHttp:%d libXrdHttp.so
-http.listingdeny false
-`, x.Data, xrdPort, admin, admin, httpPort)
-		cfgPath := filepath.Join(top, fmt.Sprintf("xrootd-%d.cfg", attempt))
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logPath := filepath.Join(admin, fmt.Sprintf("xrootd-%d.log", attempt))
-		args := append(slices.Clone(prefix), "xrootd", "-I", "v4", "-c", cfgPath, "-l", "="+logPath)
-		url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-		err := startPeerProcess(t, args, url, logPath)
-		if err == nil {
-			x.URL = url
-			t.Logf("xrootd: root://127.0.0.1:%d, XrdHttp %s", xrdPort, url)
-			return x
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "in use") {
-			break
-		}
-		t.Logf("xrootd attempt %d: %v; retrying with other ports", attempt, err)
-	}
-	t.Fatalf("xrootd with XrdHttp did not start: %v", lastErr)
-	return nil
-}
-
-// haveXrdHttp looks for XrdHttp's plugin library where Debian puts it.
-func haveXrdHttp() bool {
-	for _, pat := range []string{"/usr/lib/*/libXrdHttp-5.so", "/usr/lib64/libXrdHttp-5.so", "/usr/lib/libXrdHttp-5.so", "/usr/local/lib*/libXrdHttp-5.so"} {
-		if m, _ := filepath.Glob(pat); len(m) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startPeerProcess runs args, waits until url answers HTTP (or the
-// process exits, or xrootdReady passes) and stops it (SIGTERM, then
-// SIGKILL after 5 s) when the test ends, or at once when it failed to
-// start. The error quotes the end of logPath.
-func startPeerProcess(t *testing.T, args []string, url, logPath string) error {
-	t.Helper()
-	var out testserver.LogBuffer
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", args[0], err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
+		t.Fatalf("xrootd with XrdHttp did not start: %v", err)
 	}
 	t.Cleanup(func() {
-		stop()
 		if t.Failed() {
-			t.Logf("xrootd log (%s):\n%s", logPath, tailFile(logPath, 40))
+			t.Logf("xrootd log (%s):\n%s", s.LogPath, s.LogTail(40))
 		}
+		s.Close()
 	})
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(xrootdReady)
-	for {
-		resp, err := hc.Head(url + "/")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-exited:
-			stop()
-			return fmt.Errorf("exited before answering HTTP (%v): %s %s", waitErr, tailFile(logPath, 8), out.String())
-		case <-time.After(25 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return fmt.Errorf("no HTTP answer on %s after %v (%v): %s", url, xrootdReady, err, tailFile(logPath, 8))
-		}
-	}
-}
-
-// tailFile is the last n lines of a file.
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	x.URL = s.HTTP
+	t.Logf("xrootd: root://%s, XrdHttp %s", s.Addr, s.HTTP)
+	return x
 }
 
 // TestCacheInFrontOfXRootD puts a wanda cache in front of XRootD's own

@@ -4,58 +4,34 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
 
 // startCluster starts an XRootD redirector (xrootd and cmsd, role
-// manager) with one data server (xrootd and cmsd, role server) behind it.
-// It returns the redirector's address and the data server.
+// manager) with one data server (xrootd and cmsd, role server) behind it
+// (package xrdpeer), with short cms delays (a missing file answers after
+// 1 s instead of 5). It returns the redirector's address and the data
+// server.
 func startCluster(t testing.TB) (string, xrootdPeer) {
 	t.Helper()
-	needXRootD(t, "cmsd")
-	prefix, uid, gid := runAs(t)
-	base := t.TempDir()
-	root := filepath.Join(base, "root")
-	madmin, sadmin := filepath.Join(base, "manager"), filepath.Join(base, "server")
-	peerDir(t, filepath.Join(root, "data"), uid, gid)
-	peerDir(t, madmin, uid, gid)
-	peerDir(t, sadmin, uid, gid)
-	mport, cmsPort, sport := freePort(t), freePort(t), freePort(t)
-	common := fmt.Sprintf(`all.manager 127.0.0.1:%d
-all.export /data
-xrd.allow host localhost
-cms.allow host localhost
-cms.delay servers 1 startup 1 lookup 1 qdl 1
-`, cmsPort)
-	mcfg := fmt.Sprintf("all.role manager\nxrd.port %d if exec xrootd\nxrd.port %d if exec cmsd\nall.adminpath %s\nall.pidpath %s\n%s",
-		mport, cmsPort, madmin, madmin, common)
-	scfg := fmt.Sprintf("all.role server\nxrd.port %d if exec xrootd\noss.localroot %s\nall.adminpath %s\nall.pidpath %s\nxrootd.chksum adler32\n%s",
-		sport, root, sadmin, sadmin, common)
-	for _, c := range []struct{ dir, cfg string }{{madmin, mcfg}, {sadmin, scfg}} {
-		if err := os.WriteFile(filepath.Join(c.dir, "cfg"), []byte(c.cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.MkdirAll(filepath.Join(root, "data"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	maddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
-	saddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sport))
-	run := func(daemon, dir, addr string) {
-		log := filepath.Join(dir, daemon+".log")
-		startDaemon(t, daemon+" in "+filepath.Base(dir), append(prefix, daemon, "-I", "v4", "-c", filepath.Join(dir, "cfg"), "-l", "="+log), addr, log)
-	}
-	run("cmsd", madmin, net.JoinHostPort("127.0.0.1", strconv.Itoa(cmsPort)))
-	run("xrootd", madmin, maddr)
-	run("cmsd", sadmin, "")
-	run("xrootd", sadmin, saddr)
-	return maddr, xrootdPeer{Addr: saddr, Root: root}
+	c, err := xrdpeer.StartCluster(peerCtx(t), xrdpeer.ClusterOptions{
+		Dirs: []string{root}, Export: "/data", Writable: true,
+		Extra: []string{"cms.delay servers 1 startup 1 lookup 1 qdl 1"},
+	})
+	needXRootD(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c.Redirector, xrootdPeer{Addr: c.Servers[0].Addr, Root: root}
 }
 
 // waitRedirecting polls the redirector until it redirects u. Until its

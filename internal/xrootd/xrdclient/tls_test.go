@@ -12,6 +12,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/testcert"
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
 	"github.com/wanda-fed/wanda/internal/xrootd/server"
 )
 
@@ -82,22 +83,16 @@ func TestTLS(t *testing.T) {
 		testTLS(t, p, pool)
 	})
 	t.Run("xrootd", func(t *testing.T) {
-		needXRootD(t)
-		_, uid, gid := runAs(t)
-		dir := filepath.Join(t.TempDir(), "tls")
-		peerDir(t, dir, uid, gid)
+		dir := t.TempDir()
 		certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 		for f, b := range map[string][]byte{certFile: certPEM, keyFile: keyPEM} {
 			if err := os.WriteFile(f, b, 0o400); err != nil {
 				t.Fatal(err)
 			}
-			if uid >= 0 {
-				if err := os.Chown(f, uid, gid); err != nil {
-					t.Fatal(err)
-				}
-			}
 		}
-		p := startXRootD(t, "xrd.tls "+certFile+" "+keyFile, "xrd.tlsca noverify")
+		// xrdpeer gives the files to the daemon's user and adds
+		// `xrd.tls CERT KEY` and `xrd.tlsca noverify`.
+		p := startXRootDWith(t, xrdpeer.Options{TLSCert: certFile, TLSKey: keyFile})
 		testTLS(t, p, pool)
 	})
 }

@@ -1,0 +1,257 @@
+package xrdpeer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Options configure a data server.
+type Options struct {
+	// Dir is the directory served (oss.localroot): the logical name /a/b
+	// is Dir/a/b. Required.
+	Dir string
+	// Export is the logical prefix exported (all.export); default "/".
+	Export string
+	// Work holds the configuration, the admin directory and the log;
+	// default a fresh temporary directory that Close removes.
+	Work string
+	// Writable gives Dir and everything in it to the daemons' user, so
+	// that clients may write; otherwise Dir is only made readable to it.
+	Writable bool
+	// Checksum is the xrootd.chksum algorithm; default adler32, "none"
+	// for no checksums.
+	Checksum string
+	// HTTP adds XrdHttp on a second port (http.listingdeny false).
+	HTTP bool
+	// TLSCert and TLSKey (PEM files) enable TLS (xrd.tls, with
+	// `xrd.tlsca noverify`): roots://, and TLS on a root:// connection
+	// when the client asks. They are given to the daemons' user.
+	TLSCert, TLSKey string
+	// Plugins are plugin libraries the configuration needs (stems such
+	// as "libXrdPss"); one missing is ErrNotInstalled. HTTP adds
+	// libXrdHttp.
+	Plugins []string
+	// Extra lines end the configuration (so they override earlier ones).
+	Extra []string
+	// LogPath is the daemon's log; default Work/admin/xrootd.log.
+	LogPath string
+	// Log receives a line when the daemon started; nil: none.
+	Log *slog.Logger
+}
+
+// Server is a running XRootD data server (one xrootd; in a Cluster also
+// its cmsd).
+type Server struct {
+	// Addr is host:port of its xroot protocol: root://Addr//name.
+	Addr string
+	// HTTP is XrdHttp's base URL ("http://127.0.0.1:P") when asked for.
+	HTTP string
+	// Dir and Export are the served directory and the logical prefix.
+	Dir, Export string
+	// LogPath is its xrootd's log.
+	LogPath string
+
+	daemons []*Daemon // stopped in reverse order
+	release func()    // Reach's
+	rmWork  string    // a temporary Work to remove
+	once    sync.Once
+}
+
+// URL is root://Addr//name (name is a logical path, "/a/b").
+func (s *Server) URL(name string) string {
+	return "root://" + s.Addr + "/" + "/" + strings.TrimPrefix(name, "/")
+}
+
+// Path is the local file of a logical name.
+func (s *Server) Path(name string) string {
+	return filepath.Join(s.Dir, filepath.FromSlash(name))
+}
+
+// LogTail is the last n lines of its xrootd's log.
+func (s *Server) LogTail(n int) string { return Tail(s.LogPath, n) }
+
+// Close stops the server's daemons (bounded: see Daemon.Stop), puts the
+// modes of Dir's and Work's ancestors back and removes a temporary Work.
+// The data in Dir stays.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		var wg sync.WaitGroup
+		for _, d := range s.daemons {
+			wg.Go(d.Stop)
+		}
+		wg.Wait()
+		if s.release != nil {
+			s.release()
+		}
+		if s.rmWork != "" {
+			os.RemoveAll(s.rmWork)
+		}
+	})
+	return nil
+}
+
+// Start starts an XRootD data server exporting o.Dir on loopback and
+// returns once it accepts connections (on every port it has) and its log
+// says it initialized. ctx bounds the start; the server runs until
+// Close. Without XRootD (or, as root, without the xrootd user or
+// setpriv) the error matches ErrNotInstalled.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	if o.Dir == "" {
+		return nil, errors.New("xrdpeer: Options.Dir is required")
+	}
+	plugins := o.Plugins
+	if o.HTTP {
+		plugins = append([]string{"libXrdHttp"}, plugins...)
+	}
+	acct, err := runAs("xrootd")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range plugins {
+		if !HavePlugin(p) {
+			return nil, fmt.Errorf("%w: the plugin %s is missing (%s)", ErrNotInstalled, p, installHint)
+		}
+	}
+	s := &Server{Dir: o.Dir, Export: o.Export}
+	if s.Export == "" {
+		s.Export = "/"
+	}
+	work := o.Work
+	if work == "" {
+		if work, err = tempWork(); err != nil {
+			return nil, err
+		}
+		s.rmWork = work
+	}
+	fail := func(err error) (*Server, error) {
+		s.Close()
+		return nil, err
+	}
+	admin := filepath.Join(work, "admin")
+	if err := os.MkdirAll(admin, 0o755); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return fail(err)
+	}
+	reach := []string{o.Dir, admin}
+	if o.TLSCert != "" {
+		reach = append(reach, o.TLSCert, o.TLSKey)
+	}
+	if o.LogPath != "" {
+		reach = append(reach, o.LogPath)
+	}
+	if acct.uid >= 0 {
+		if s.release, err = Reach(reach...); err != nil {
+			return fail(fmt.Errorf("xrdpeer: let the xrootd user reach %s: %w", o.Dir, err))
+		}
+		owned := []string{admin}
+		if o.Writable {
+			owned = append(owned, o.Dir)
+		} else if err := Readable(o.Dir); err != nil {
+			return fail(fmt.Errorf("xrdpeer: make %s readable: %w", o.Dir, err))
+		}
+		if o.TLSCert != "" {
+			owned = append(owned, o.TLSCert, o.TLSKey)
+		}
+		for _, p := range owned {
+			if err := acct.own(p); err != nil {
+				return fail(fmt.Errorf("xrdpeer: give %s to the xrootd user: %w", p, err))
+			}
+		}
+	}
+	s.LogPath = o.LogPath
+	if s.LogPath == "" {
+		s.LogPath = filepath.Join(admin, "xrootd.log")
+	}
+	err = retryPorts(2, func(ports []int) error {
+		cfg := serverConfig(o, s.Export, admin, ports[0], ports[1])
+		cfgPath := filepath.Join(work, "xrootd.cfg")
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			return err
+		}
+		if err := newLog(acct, s.LogPath); err != nil {
+			return err
+		}
+		s.Addr = loopback(ports[0])
+		listen := []string{s.Addr}
+		if o.HTTP {
+			s.HTTP = "http://" + loopback(ports[1])
+			listen = append(listen, loopback(ports[1]))
+		}
+		d, err := StartDaemon(ctx, Command{
+			Name: "xrootd", Args: append(append([]string(nil), acct.prefix...), "xrootd", "-I", "v4", "-c", cfgPath, "-l", "="+s.LogPath),
+			Listen: listen, Ready: logHas(s.LogPath, "initialization completed"), LogPath: s.LogPath, Log: o.Log,
+		})
+		if err != nil {
+			return err
+		}
+		s.daemons = append(s.daemons, d)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// serverConfig is a standalone data server's configuration.
+func serverConfig(o Options, export, admin string, port, httpPort int) string {
+	lines := []string{
+		"all.role server",
+		"all.export " + export,
+		"oss.localroot " + o.Dir,
+		"xrd.port " + strconv.Itoa(port),
+		"xrd.allow host localhost",
+		"all.adminpath " + admin,
+		"all.pidpath " + admin,
+	}
+	switch o.Checksum {
+	case "":
+		lines = append(lines, "xrootd.chksum adler32")
+	case "none":
+	default:
+		lines = append(lines, "xrootd.chksum "+o.Checksum)
+	}
+	if o.HTTP {
+		lines = append(lines, fmt.Sprintf("xrd.protocol XrdHttp:%d libXrdHttp.so", httpPort), "http.listingdeny false")
+	}
+	if o.TLSCert != "" {
+		lines = append(lines, "xrd.tls "+o.TLSCert+" "+o.TLSKey, "xrd.tlsca noverify")
+	}
+	lines = append(lines, o.Extra...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// newLog makes an empty log file the daemon can write (a failed try's
+// is emptied).
+func newLog(a account, path string) error {
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		return err
+	}
+	return a.own(path)
+}
+
+// tempWork makes a temporary directory the daemons' user can enter
+// (t.TempDir's parents are 0700; os.MkdirTemp's are not).
+func tempWork() (string, error) {
+	dir, err := os.MkdirTemp("", "xrdpeer-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
