@@ -113,6 +113,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
 			Metrics:       s.xmetrics,
+			Inline:        true, // local disks: see xrdserver.Options.Inline
 			Namespace:     ns,
 			Auth:          auth.ExportPolicy{Rules: rules},
 			Log:           log.With("component", "xrootd"),

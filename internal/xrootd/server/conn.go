@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ type conn struct {
 	peer   string          // remote address
 	local  string          // local address (the one the client reached)
 	raw    syscall.RawConn // for sendfile; nil when nc is not a socket
+	br     *bufio.Reader   // requests: a header and its data in one read(2) mostly
 
 	wmu sync.Mutex
 	bw  *bufio.Writer
@@ -48,12 +50,13 @@ type conn struct {
 	slots chan struct{}       // Options.Workers
 	mem   *semaphore.Weighted // Options.MaxConnMemory, for request data
 	wg    sync.WaitGroup      // workers in flight
+	busy  atomic.Int32        // workers in flight, for Options.Inline
 }
 
 func newConn(s *Server, nc net.Conn, cancel context.CancelFunc) *conn {
 	c := &conn{
 		srv: s, nc: nc, cancel: cancel, peer: addrString(nc.RemoteAddr()), local: addrString(nc.LocalAddr()),
-		bw: bufio.NewWriterSize(nc, 64<<10), slots: make(chan struct{}, s.opts.Workers),
+		br: bufio.NewReaderSize(nc, readBuffer), bw: bufio.NewWriterSize(nc, 64<<10), slots: make(chan struct{}, s.opts.Workers),
 		mem: semaphore.NewWeighted(int64(s.opts.MaxConnMemory)),
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -79,10 +82,24 @@ func (c *conn) startTLS(cfg *tls.Config) {
 	c.wg.Wait()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	tc := tls.Server(c.nc, cfg)
+	// Bytes of the TLS handshake already read ahead are in br: TLS reads
+	// through it.
+	tc := tls.Server(readerConn{c.nc, c.br}, cfg)
 	c.nc, c.raw, c.tls = tc, nil, true
+	c.br = bufio.NewReaderSize(tc, readBuffer)
 	c.bw.Reset(tc)
 }
+
+// readBuffer is the read-ahead of a connection's requests.
+const readBuffer = 16 << 10
+
+// readerConn is a connection whose reads go through r (bytes read ahead).
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // request is one client request and where its answer goes.
 type request struct {
@@ -94,6 +111,23 @@ type request struct {
 }
 
 func (r *request) String() string { return r.hdr.RequestID.String() }
+
+// quick reports requests cheap enough to answer on the reader goroutine
+// (Options.Inline): metadata, opens and closes, small reads; not writes,
+// queries (a checksum may read a whole file) or path truncates (a copy).
+func quick(h xrootd.RequestHeader) bool {
+	if h.Dlen > smallRead {
+		return false
+	}
+	switch h.RequestID {
+	case xrootd.ReqStat, xrootd.ReqStatx, xrootd.ReqOpen, xrootd.ReqClose, xrootd.ReqLocate,
+		xrootd.ReqDirlist, xrootd.ReqMkdir, xrootd.ReqRm, xrootd.ReqRmdir, xrootd.ReqMv:
+		return true
+	case xrootd.ReqRead, xrootd.ReqPgRead:
+		return xrootd.DecodeRead(h.Body).Length <= smallRead
+	}
+	return false
+}
 
 // inline reports requests handled by the reader goroutine itself: they
 // change the connection's or session's state, which later requests see.
@@ -111,7 +145,7 @@ func (c *conn) serve(ctx context.Context) {
 	defer c.finish()
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	var hs [xrootd.HandshakeLen]byte
-	if _, err := io.ReadFull(c.nc, hs[:]); err != nil || !xrootd.IsHandshake(hs[:]) {
+	if _, err := io.ReadFull(c.br, hs[:]); err != nil || !xrootd.IsHandshake(hs[:]) {
 		return
 	}
 	typ := int32(xrootd.HandshakeDataServer)
@@ -124,13 +158,18 @@ func (c *conn) serve(ctx context.Context) {
 	var hb [xrootd.RequestHeaderLen]byte
 	for {
 		// Idle between requests for up to IdleTimeout; once a request
-		// starts, all of it within FrameTimeout.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout))
-		if _, err := io.ReadFull(c.nc, hb[:1]); err != nil {
+		// starts, all of it within FrameTimeout. (A request read ahead
+		// needs neither.)
+		if c.br.Buffered() == 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout))
+		}
+		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
-		if _, err := io.ReadFull(c.nc, hb[1:]); err != nil {
+		if c.br.Buffered() < len(hb) {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+		}
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 			return
 		}
 		h, err := xrootd.DecodeRequestHeader(hb[:])
@@ -151,7 +190,7 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			continue
 		}
-		in := inline(h.RequestID)
+		in := inline(h.RequestID) || (c.srv.opts.Inline && c.busy.Load() == 0 && quick(h))
 		weight := int64(bufSize(int(h.Dlen)))
 		if !in {
 			select {
@@ -164,11 +203,14 @@ func (c *conn) serve(ctx context.Context) {
 				return
 			}
 		}
-		// The slot may have taken a while: the data's clock starts now.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+		// The slot may have taken a while: the data's clock starts now
+		// (unless it is here already).
+		if c.br.Buffered() < int(h.Dlen) {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
+		}
 		buf := getBuf(int(h.Dlen))
 		data := (*buf)[:h.Dlen]
-		if _, err := io.ReadFull(c.nc, data); err != nil {
+		if _, err := io.ReadFull(c.br, data); err != nil {
 			putBuf(buf)
 			if !in {
 				c.mem.Release(weight)
@@ -186,8 +228,10 @@ func (c *conn) serve(ctx context.Context) {
 			continue
 		}
 		c.wg.Add(1)
+		c.busy.Add(1)
 		go func() {
 			defer c.wg.Done()
+			defer c.busy.Add(-1)
 			defer func() { <-c.slots }()
 			defer c.mem.Release(weight)
 			c.handle(ctx, r)
@@ -332,12 +376,13 @@ func (c *conn) canSendfile(ra io.ReaderAt) bool {
 	return ok && c.raw != nil
 }
 
-// sendFileFrame writes a frame whose body is n bytes of ra at off, by
-// sendfile(2) when both ends allow it, else read into buf. The bytes must
+// sendFileFrame writes a frame whose body is n bytes of ra at off, read
+// into buf when one is given or sendfile(2) is not possible, else by
+// sendfile(2). The bytes must
 // exist: a file that shrank underneath cuts the frame, and the connection
 // is closed, so a client never takes a short frame for a whole one.
 func (c *conn) sendFileFrame(sid xrootd.StreamID, st xrootd.Status, ra io.ReaderAt, off, n int64, buf []byte) error {
-	if !c.canSendfile(ra) {
+	if buf != nil || !c.canSendfile(ra) {
 		// Read before taking the frame lock: other streams keep flowing
 		// while the disk (or an upstream) answers.
 		b := buf[:n]

@@ -34,6 +34,7 @@ func TestHostileFrames(t *testing.T) {
 	ts := startServer(t, func(o *Options) {
 		o.FrameTimeout = 300 * time.Millisecond
 		o.MaxRequestData = 1 << 20
+		o.Inline = true // as the server role runs
 	})
 	ts.writeFile(t, "f", 100)
 
@@ -178,7 +179,7 @@ func FuzzSession(f *testing.F) {
 			f.Fatal(err)
 		}
 		ns, _ := storage.NewNamespace(storage.Export{Prefix: "/store", Backend: be})
-		fuzzServer.s = NewServer(Options{Namespace: ns, Auth: auth.AllowAll{}, FrameTimeout: 200 * time.Millisecond, MaxRequestData: 1 << 20, Workers: 4})
+		fuzzServer.s = NewServer(Options{Namespace: ns, Auth: auth.AllowAll{}, FrameTimeout: 200 * time.Millisecond, MaxRequestData: 1 << 20, Workers: 4, Inline: true})
 	})
 	req := func(id xrootd.RequestID, body [16]byte, data []byte) []byte {
 		return xrootd.AppendRequest(nil, xrootd.StreamID{0, 2}, id, body, data)

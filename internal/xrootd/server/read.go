@@ -16,6 +16,11 @@ const maxReadVTotal = 1 << 31
 // readvFrame is the size readv answers are cut into (see readv).
 const readvFrame = 256 << 10
 
+// smallRead is the largest kXR_read answered from a buffer, in one
+// write(2), rather than by sendfile(2) (a header, then the file's bytes:
+// two system calls).
+const smallRead = 64 << 10
+
 // route points r's answer at the path the client asked for.
 func (ss *session) route(r *request, pathID byte) error {
 	if pathID == 0 || pathID == xrootd.PgAnyPath {
@@ -67,7 +72,7 @@ func (ss *session) read(ctx context.Context, r *request) error {
 	n := min(int64(rq.Length), size-rq.Offset)
 	chunk := int64(ss.srv.opts.MaxReadSize)
 	var buf *[]byte
-	if !r.out.canSendfile(src) {
+	if !r.out.canSendfile(src) || n <= smallRead {
 		buf = getBuf(int(min(n, chunk)))
 		defer putBuf(buf)
 	}

@@ -74,8 +74,17 @@ func TestOpenReadInParts(t *testing.T) {
 
 // TestConcurrentStreams sends many reads at once on one connection and
 // takes their interleaved frames apart by stream ID.
+// Many reads in flight on one connection, large (answered by workers in
+// parts) and small; with Options.Inline small ones may be answered on the
+// reader goroutine between them.
 func TestConcurrentStreams(t *testing.T) {
-	ts := startServer(t, func(o *Options) { o.MaxReadSize = 64 << 10; o.Workers = 8 })
+	for _, inl := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inl), func(t *testing.T) { testConcurrentStreams(t, inl) })
+	}
+}
+
+func testConcurrentStreams(t *testing.T, inl bool) {
+	ts := startServer(t, func(o *Options) { o.MaxReadSize = 64 << 10; o.Workers = 8; o.Inline = inl })
 	want := ts.writeFile(t, "big", 3<<20)
 	rc := dialRaw(t, ts.addr).login()
 	h := rc.open("/store/big", xrootd.OpenRead)
@@ -84,6 +93,9 @@ func TestConcurrentStreams(t *testing.T) {
 	jobs := map[xrootd.StreamID]job{}
 	for i := 0; i < n; i++ {
 		j := job{int64(i) * 60000, 200000}
+		if i%3 == 0 {
+			j.len = 5000 // small: a quick request
+		}
 		jobs[rc.send(xrootd.ReqRead, xrootd.ReadRequest{Handle: h, Offset: j.off, Length: int32(j.len)}.Body(), nil)] = j
 	}
 	got := map[xrootd.StreamID][]byte{}

@@ -94,6 +94,16 @@ type Options struct {
 	// that want it): kXR_protocol advertises it and switches a connection
 	// that asks. Data then goes through TLS rather than sendfile(2).
 	TLS *tls.Config
+	// Inline answers cheap requests (stat, open, close, small reads,
+	// namespace changes) on the connection's reader goroutine when no
+	// other request of the connection is being answered, as XRootD answers
+	// a connection's requests in its thread: a request-response client
+	// (XrdCl) saves a hand-off between threads per request. A slow answer
+	// then holds up the connection's next requests, so it suits backends
+	// that answer from local disks (the server role), not those that may
+	// wait on an upstream (a cache) or lookups (a redirector, where it is
+	// ignored).
+	Inline bool
 	// Metrics, when set, counts requests, bytes, connections and open
 	// files (wanda_xrootd_*).
 	Metrics *metrics.XRootD
@@ -118,6 +128,9 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.Auth == nil {
 		opts.Auth = auth.ExportPolicy{}
+	}
+	if opts.Locate != nil {
+		opts.Inline = false
 	}
 	if opts.MaxReadSize <= 0 {
 		opts.MaxReadSize = 4 << 20

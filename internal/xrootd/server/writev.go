@@ -28,7 +28,7 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 		return false
 	}
 	list := make([]byte, h.Dlen)
-	if _, err := io.ReadFull(c.nc, list); err != nil {
+	if _, err := io.ReadFull(c.br, list); err != nil {
 		return false
 	}
 	segs, err := xrootd.DecodeSegments(list, xrootd.MaxWriteVSegs)
@@ -59,7 +59,7 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 	buf := getBuf(n)
 	data := (*buf)[:n]
 	copy(data, list)
-	if _, err := io.ReadFull(c.nc, data[len(list):]); err != nil {
+	if _, err := io.ReadFull(c.br, data[len(list):]); err != nil {
 		putBuf(buf)
 		c.mem.Release(weight)
 		<-c.slots

@@ -78,7 +78,7 @@ func startWandaWith(t testing.TB, opt func(*server.Options)) wandaPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := server.Options{Namespace: ns, Auth: auth.AllowAll{}}
+	o := server.Options{Namespace: ns, Auth: auth.AllowAll{}, Inline: true} // as the server role
 	if opt != nil {
 		opt(&o)
 	}
