@@ -89,16 +89,12 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			Auth:    auth.AllowAll{},
 			Log:     r.log.With("component", "xrootd"),
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
-				tried := map[string]bool{}
-				for _, h := range q.Tried {
-					tried[strings.ToLower(h)] = true
-				}
-				urls, err := rd.Targets(ctx, q.Path, q.Write, tried)
-				hosts := make([]string, 0, len(urls))
-				for _, u := range urls {
-					hosts = append(hosts, fed.HostOf(u))
-				}
-				return hosts, err
+				urls, err := rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
+				return hostsOf(urls), err
+			},
+			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
+				urls, ok, err := rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
+				return hostsOf(urls), ok, err
 			},
 		})
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
@@ -123,4 +119,22 @@ func (r *Redirector) URL() string {
 		return *u
 	}
 	return ""
+}
+
+// triedSet is a root:// client's tried= hosts as the redirector takes them.
+func triedSet(hosts []string) map[string]bool {
+	tried := map[string]bool{}
+	for _, h := range hosts {
+		tried[strings.ToLower(h)] = true
+	}
+	return tried
+}
+
+// hostsOf turns members' base URLs into the host:port of kXR_redirect.
+func hostsOf(urls []string) []string {
+	hosts := make([]string, 0, len(urls))
+	for _, u := range urls {
+		hosts = append(hosts, fed.HostOf(u))
+	}
+	return hosts
 }

@@ -36,6 +36,9 @@ type Query struct {
 	Tried map[string]bool
 	// All waits for every answer and asks the parents too (wanda locate).
 	All bool
+	// CacheOnly answers from the location cache alone: a miss is
+	// fed.Unavailable with Cached false, and nobody is asked.
+	CacheOnly bool
 	// below: the members below are known (cached) not to have it: ask
 	// only the parents.
 	below bool
@@ -53,7 +56,9 @@ type Result struct {
 func (r *Redirector) Locate(ctx context.Context, q Query) Result {
 	start := r.now()
 	res := r.locate(ctx, q)
-	r.met.observe(res, r.now().Sub(start))
+	if !q.CacheOnly || res.Cached {
+		r.met.observe(res, r.now().Sub(start))
+	}
 	return res
 }
 
@@ -82,6 +87,9 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 		case negBelow:
 			q.below = true
 		}
+	}
+	if q.CacheOnly {
+		return Result{Status: fed.Unavailable}
 	}
 	// Concurrent lookups of one path collapse into one; the lookup runs on
 	// its own clock so that one impatient client does not fail the others.

@@ -3,6 +3,7 @@ package redirector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/storage"
 )
 
 // fakeMember is a member's locate API over a map of files, counting the
@@ -605,5 +607,45 @@ func TestRemovedMemberRejoinsAfterRestart(t *testing.T) {
 	}
 	if len(tr.Members()) != 1 {
 		t.Fatal("the restarted member is not listed")
+	}
+}
+
+// TargetsNow answers from the location cache only: nothing is asked on a
+// miss (ok false), a positive or negative cached answer is given as
+// Targets gives it, and writes need no lookup.
+func TestTargetsNow(t *testing.T) {
+	t.Parallel()
+	tr := startRedirector(t, Options{})
+	a := newFakeMember(t, "/store/f")
+	tr.Heartbeat(a.member())
+	if _, ok, _ := tr.TargetsNow("/store/f", false, nil); ok {
+		t.Fatal("a cold path answered from the cache")
+	}
+	if _, ok, _ := tr.TargetsNow("/store/none", false, nil); ok {
+		t.Fatal("a cold missing path answered from the cache")
+	}
+	if n := a.count("/store/f"); n != 0 {
+		t.Fatalf("TargetsNow asked the member %d times", n)
+	}
+	want, err := tr.Targets(t.Context(), "/store/f", false, nil)
+	if err != nil || len(want) != 1 {
+		t.Fatalf("Targets: %v %v", want, err)
+	}
+	got, ok, err := tr.TargetsNow("/store/f", false, nil)
+	if !ok || err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("cached: %v %v %v, want %v", got, ok, err, want)
+	}
+	if _, err := tr.Targets(t.Context(), "/store/none", false, nil); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Targets of a missing path: %v", err)
+	}
+	if _, ok, err := tr.TargetsNow("/store/none", false, nil); !ok || !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("cached negative: %v %v", ok, err)
+	}
+	if n := a.count("/store/f"); n != 1 {
+		t.Fatalf("%d queries for /store/f, want the one of Targets", n)
+	}
+	w, ok, err := tr.TargetsNow("/store/new", true, nil)
+	if !ok || err != nil || len(w) != 1 {
+		t.Fatalf("write targets: %v %v %v", w, ok, err)
 	}
 }

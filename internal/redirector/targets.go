@@ -31,7 +31,25 @@ func (r *Redirector) Targets(ctx context.Context, path string, write bool, tried
 		}
 		return out, nil
 	}
-	res := r.Locate(ctx, Query{Path: path, Tried: tried})
+	return r.readTargets(r.Locate(ctx, Query{Path: path, Tried: tried}), path)
+}
+
+// TargetsNow is Targets without waiting: writes as Targets, reads from
+// the location cache; ok is false when a lookup is needed.
+func (r *Redirector) TargetsNow(path string, write bool, tried map[string]bool) (targets []string, ok bool, err error) {
+	if write {
+		targets, err := r.Targets(context.Background(), path, true, tried)
+		return targets, true, err
+	}
+	res := r.Locate(context.Background(), Query{Path: path, Tried: tried, CacheOnly: true})
+	if !res.Cached {
+		return nil, false, nil
+	}
+	targets, err = r.readTargets(res, path)
+	return targets, true, err
+}
+
+func (r *Redirector) readTargets(res Result, path string) ([]string, error) {
 	switch res.Status {
 	case fed.NotFound:
 		return nil, fmt.Errorf("%s: not found in the federation: %w", path, storage.ErrNotFound)

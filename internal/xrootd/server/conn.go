@@ -108,6 +108,7 @@ type request struct {
 	hdr  xrootd.RequestHeader
 	data []byte
 	buf  *[]byte // pooled storage of data
+	now  bool    // tried on the reader goroutine: must not wait (errNotNow)
 }
 
 func (r *request) String() string { return r.hdr.RequestID.String() }
@@ -227,6 +228,16 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			continue
 		}
+		if c.srv.opts.LocateNow != nil && c.busy.Load() == 0 && quick(h) && c.sess != nil {
+			// A redirector answers from its location cache at once.
+			r.now = true
+			if !c.handle(ctx, r) {
+				c.mem.Release(weight)
+				<-c.slots
+				continue
+			}
+			r.now = false
+		}
 		c.wg.Add(1)
 		c.busy.Add(1)
 		go func() {
@@ -256,8 +267,16 @@ func (c *conn) finish() {
 
 // handle runs one request and answers errors. A panic is answered as a
 // server error and logged: one bad request never takes the server down.
-func (c *conn) handle(ctx context.Context, r *request) {
-	defer func() { putBuf(r.buf) }() // a handler may keep the buffer (r.buf = nil)
+//
+// A request tried on the reader goroutine (r.now) that cannot be answered
+// without waiting gets no answer: handle reports it deferred, and the
+// request is handed to a worker as any other.
+func (c *conn) handle(ctx context.Context, r *request) (deferred bool) {
+	defer func() {
+		if !deferred {
+			putBuf(r.buf) // a handler may keep the buffer (r.buf = nil)
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			c.srv.log.Error("panic in request", "request", r.String(), "peer", c.peer, "panic", p, "stack", string(debug.Stack()))
@@ -268,12 +287,12 @@ func (c *conn) handle(ctx context.Context, r *request) {
 	c.srv.inFlight(1)
 	err := c.dispatch(ctx, r)
 	c.srv.inFlight(-1)
-	c.srv.observe(r.hdr.RequestID, err, time.Since(start))
-	if err == nil {
-		return
+	if errors.Is(err, errNotNow) {
+		return true
 	}
-	if errors.Is(err, errSent) {
-		return
+	c.srv.observe(r.hdr.RequestID, err, time.Since(start))
+	if err == nil || errors.Is(err, errSent) {
+		return false
 	}
 	code, msg := codeOf(err)
 	switch {
@@ -283,7 +302,12 @@ func (c *conn) handle(ctx context.Context, r *request) {
 		c.srv.log.Debug("request refused", "request", r.String(), "peer", c.peer, "code", code.String(), "err", err)
 	}
 	_ = r.out.sendError(r.hdr.StreamID, code, msg)
+	return false
 }
+
+// errNotNow: a request tried on the reader goroutine needs to wait (a
+// redirector's lookup not in its cache); nothing was sent.
+var errNotNow = errors.New("cannot be answered without waiting")
 
 // errSent: the answer (or part of it) went out already; nothing more can
 // be said on this stream, and the connection was closed if the frame was

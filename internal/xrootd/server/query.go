@@ -156,7 +156,7 @@ func (ss *session) locate(ctx context.Context, r *request) error {
 			return err
 		}
 		if ss.srv.opts.Locate != nil {
-			hosts, err := ss.srv.opts.Locate(ctx, LocateRequest{Path: t.Path()})
+			hosts, err := ss.lookup(ctx, r, LocateRequest{Path: t.Path()})
 			switch {
 			case errors.Is(err, storage.ErrUpstream), errors.Is(err, storage.ErrUpstreamTimeout):
 				return r.out.send(r.hdr.StreamID, xrootd.StatusWait,

@@ -96,7 +96,7 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	if v := cgiValue(t.cgi, "tried"); v != "" {
 		tried = strings.Split(v, ",")
 	}
-	hosts, err := ss.srv.opts.Locate(ctx, LocateRequest{Path: t.Path(), Write: write, Tried: tried})
+	hosts, err := ss.lookup(ctx, r, LocateRequest{Path: t.Path(), Write: write, Tried: tried})
 	switch {
 	case errors.Is(err, storage.ErrUpstream), errors.Is(err, storage.ErrUpstreamTimeout):
 		return true, r.out.send(r.hdr.StreamID, xrootd.StatusWait,
@@ -112,6 +112,22 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	}
 	ss.srv.log.Debug("redirect", "request", r.String(), "path", t.Path(), "to", hosts[0])
 	return true, r.out.send(r.hdr.StreamID, xrootd.StatusRedirect, xrootd.RedirectResponse{Port: int32(port), Host: host}.Append(nil))
+}
+
+// lookup asks Options.Locate, or LocateNow for a request that must not
+// wait (errNotNow when it would have to).
+func (ss *session) lookup(ctx context.Context, r *request, q LocateRequest) ([]string, error) {
+	if !r.now {
+		return ss.srv.opts.Locate(ctx, q)
+	}
+	if ss.srv.opts.LocateNow == nil {
+		return nil, errNotNow
+	}
+	hosts, ok, err := ss.srv.opts.LocateNow(q)
+	if !ok {
+		return nil, errNotNow
+	}
+	return hosts, err
 }
 
 // splitHostPort splits "host:port" for kXR_redirect (an IPv6 host keeps

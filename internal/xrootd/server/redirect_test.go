@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,3 +111,58 @@ func TestRedirector(t *testing.T) {
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+// A redirector answers what its location cache knows on the reader
+// goroutine (LocateNow) and hands lookups to workers (Locate): a lookup
+// that takes long holds up no other request of the connection.
+func TestRedirectorAnswersNow(t *testing.T) {
+	data := startServer(t)
+	var locates atomic.Int32
+	release := make(chan struct{})
+	rd := startServer(t, func(o *Options) {
+		o.Namespace = nil
+		o.Locate = func(ctx context.Context, q LocateRequest) ([]string, error) {
+			locates.Add(1)
+			if strings.HasPrefix(q.Path, "/store/blocked") {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return []string{data.addr}, nil
+		}
+		o.LocateNow = func(q LocateRequest) ([]string, bool, error) {
+			if strings.HasPrefix(q.Path, "/store/known") {
+				return []string{data.addr}, true, nil
+			}
+			return nil, false, nil
+		}
+	})
+	rc := dialRaw(t, rd.addr).login()
+	open := xrootd.OpenRequest{Options: xrootd.OpenRead}.Body()
+	if st, _ := rc.call(xrootd.ReqOpen, open, []byte("/store/known/f")); st != xrootd.StatusRedirect {
+		t.Fatalf("open of a cached path: %v", st)
+	}
+	if n := locates.Load(); n != 0 {
+		t.Errorf("a cached answer went through Locate (%d calls)", n)
+	}
+	if st, _ := rc.call(xrootd.ReqStat, [16]byte{}, []byte("/store/other")); st != xrootd.StatusRedirect {
+		t.Fatalf("stat of an uncached path: %v", st)
+	}
+	if n := locates.Load(); n != 1 {
+		t.Errorf("an uncached path: %d Locate calls, want 1", n)
+	}
+
+	blocked := rc.send(xrootd.ReqOpen, open, []byte("/store/blocked"))
+	quick := rc.send(xrootd.ReqOpen, open, []byte("/store/known/g"))
+	f, err := rc.frame()
+	if err != nil || f.hdr.StreamID != quick || f.hdr.Status != xrootd.StatusRedirect {
+		t.Fatalf("while a lookup is pending, the next request got %+v %v", f.hdr, err)
+	}
+	close(release)
+	f, err = rc.frame()
+	if err != nil || f.hdr.StreamID != blocked || f.hdr.Status != xrootd.StatusRedirect {
+		t.Fatalf("the slow lookup's answer: %+v %v", f.hdr, err)
+	}
+}

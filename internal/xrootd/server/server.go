@@ -84,6 +84,12 @@ type Options struct {
 	// Namespace is not used. A redirector usually gets auth.AllowAll:
 	// the servers it sends clients to decide.
 	Locate func(ctx context.Context, q LocateRequest) ([]string, error)
+	// LocateNow, with Locate, answers what Locate would without waiting:
+	// from the redirector's location cache. ok is false when the answer
+	// needs a lookup. Requests it answers are answered on the connection's
+	// reader goroutine when nothing else of the connection is in flight
+	// (see Inline); the others go to a worker and Locate.
+	LocateNow func(q LocateRequest) (hosts []string, ok bool, err error)
 	// Space reports the free and total bytes where path is stored, for
 	// kXR_query space and kXR_stat with kXR_vfs; nil answers zeros.
 	Space func(ctx context.Context, path string) (free, total int64, err error)
