@@ -114,16 +114,22 @@ type request struct {
 func (r *request) String() string { return r.hdr.RequestID.String() }
 
 // quick reports requests cheap enough to answer on the reader goroutine
-// (Options.Inline): metadata, opens and closes, small reads; not writes,
-// queries (a checksum may read a whole file) or path truncates (a copy).
-func quick(h xrootd.RequestHeader) bool {
+// (Options.Inline, LocateNow): metadata, opens for reading or of new
+// files, closes of files read, small reads; not writes, opens that copy a
+// file to update it, closes that commit (fsync) an upload, queries (a
+// checksum may read a whole file) or path truncates (a copy).
+func (c *conn) quick(h xrootd.RequestHeader) bool {
 	if h.Dlen > smallRead {
 		return false
 	}
 	switch h.RequestID {
-	case xrootd.ReqStat, xrootd.ReqStatx, xrootd.ReqOpen, xrootd.ReqClose, xrootd.ReqLocate,
+	case xrootd.ReqStat, xrootd.ReqStatx, xrootd.ReqLocate,
 		xrootd.ReqDirlist, xrootd.ReqMkdir, xrootd.ReqRm, xrootd.ReqRmdir, xrootd.ReqMv:
 		return true
+	case xrootd.ReqOpen:
+		return xrootd.DecodeOpen(h.Body).Options&(xrootd.OpenUpdate|xrootd.OpenAppend|xrootd.OpenWriteOnly) == 0
+	case xrootd.ReqClose:
+		return c.sess != nil && c.sess.reading(xrootd.DecodeHandle(h.Body))
 	case xrootd.ReqRead, xrootd.ReqPgRead:
 		return xrootd.DecodeRead(h.Body).Length <= smallRead
 	}
@@ -191,7 +197,7 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			continue
 		}
-		in := inline(h.RequestID) || (c.srv.opts.Inline && c.busy.Load() == 0 && quick(h))
+		in := inline(h.RequestID) || (c.srv.opts.Inline && c.busy.Load() == 0 && c.quick(h))
 		weight := int64(bufSize(int(h.Dlen)))
 		if !in {
 			select {
@@ -228,7 +234,7 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			continue
 		}
-		if c.srv.opts.LocateNow != nil && c.busy.Load() == 0 && quick(h) && c.sess != nil {
+		if c.srv.opts.LocateNow != nil && c.busy.Load() == 0 && c.quick(h) && c.sess != nil {
 			// A redirector answers from its location cache at once.
 			r.now = true
 			if !c.handle(ctx, r) {

@@ -159,6 +159,15 @@ func (ss *session) acquire(h xrootd.Handle) (*openFile, error) {
 	return f, nil
 }
 
+// reading reports whether h is a file open for reading only (closing it
+// commits nothing).
+func (ss *session) reading(h xrootd.Handle) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	f, ok := ss.files[h]
+	return ok && f.w == nil
+}
+
 // remove takes h out of the table (its uses continue).
 func (ss *session) remove(h xrootd.Handle) (*openFile, error) {
 	ss.mu.Lock()
