@@ -291,8 +291,10 @@ func (c *conn) handle(ctx context.Context, r *request) (deferred bool) {
 	}()
 	start := time.Now()
 	c.srv.inFlight(1)
-	err := c.dispatch(ctx, r)
-	c.srv.inFlight(-1)
+	err := func() error {
+		defer c.srv.inFlight(-1)
+		return c.dispatch(ctx, r)
+	}()
 	if errors.Is(err, errNotNow) {
 		return true
 	}

@@ -27,6 +27,8 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 		_ = c.sendError(h.StreamID, xrootd.CodeArgTooLong, fmt.Sprintf("write vector of %d bytes is too long (at most %d segments)", h.Dlen, xrootd.MaxWriteVSegs))
 		return false
 	}
+	// Once a request starts, all of it within FrameTimeout.
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	list := make([]byte, h.Dlen)
 	if _, err := io.ReadFull(c.br, list); err != nil {
 		return false
@@ -68,8 +70,10 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 	c.srv.received(xrootd.RequestHeaderLen + total)
 	r := &request{c: c, out: c, hdr: h, data: data, buf: buf}
 	c.wg.Add(1)
+	c.busy.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.busy.Add(-1)
 		defer func() { <-c.slots }()
 		defer c.mem.Release(weight)
 		c.handle(ctx, r)
@@ -115,13 +119,20 @@ func (ss *session) writeVec(r *request) error {
 	if total != int64(len(payload)) {
 		return errorf(xrootd.CodeArgInvalid, "writev: %d bytes of data for segments of %d", len(payload), total)
 	}
-	for _, s := range segs {
+	for i, s := range segs {
 		data := payload[:s.Length]
 		payload = payload[s.Length:]
 		if s.Length == 0 {
 			continue
 		}
 		if err := files[s.Handle].w.write(s.Offset, data, nil); err != nil {
+			// The segments after it are not written: their files fail
+			// too, so that none is stored without them.
+			for _, rest := range segs[i+1:] {
+				if f := files[rest.Handle]; f != nil && rest.Length > 0 {
+					f.w.fail(errorf(xrootd.CodeIOError, "an earlier segment of the same kXR_writev failed: %v", err))
+				}
+			}
 			return err
 		}
 	}

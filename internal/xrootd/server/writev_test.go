@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -134,4 +135,31 @@ func TestWriteVHostile(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool { return noUploadTemps(ts.dir) })
+}
+
+// A segment that fails fails the files of the segments after it too (they
+// were not written): none of them is stored without its bytes.
+func TestWriteVFailureFailsTheRest(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr).login()
+	a := rc.open("/store/a", xrootd.OpenNew) // streaming: no size announced
+	b := rc.open("/store/b", xrootd.OpenNew)
+	segs := []xrootd.Segment{
+		{Handle: a, Length: 10, Offset: 0},
+		{Handle: a, Length: 10, Offset: 0}, // rewrites bytes already streamed: refused
+		{Handle: b, Length: 10, Offset: 0},
+	}
+	if st, _ := rc.writeV(segs, make([]byte, 30)); st != xrootd.StatusError {
+		t.Fatalf("kXR_writev with a refused segment: %v", st)
+	}
+	st, body := rc.call(xrootd.ReqClose, xrootd.HandleBody(b), nil)
+	if st != xrootd.StatusError {
+		t.Fatalf("close of a file whose segment was never written: %v", st)
+	}
+	if !bytes.Contains(body, []byte("earlier segment")) {
+		t.Errorf("close error %s", errText(st, body))
+	}
+	if _, err := os.Stat(filepath.Join(ts.dir, "b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("b was stored: %v", err)
+	}
 }

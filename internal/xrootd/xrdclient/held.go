@@ -27,7 +27,9 @@ type heldFile struct {
 
 // takeHeld takes from the pool an idle connection on which ti is held
 // open, and the file's handle and open answer; nil when there is none.
-func (t *Transport) takeHeld(ti *urlInfo) (*conn, xrootd.OpenResponse) {
+// With anyAge, a file held past HoldOpen (still open on the server until
+// the connection's next use) is taken too.
+func (t *Transport) takeHeld(ti *urlInfo, anyAge bool) (*conn, xrootd.OpenResponse) {
 	if t.opts.HoldOpen < 0 {
 		return nil, xrootd.OpenResponse{}
 	}
@@ -37,11 +39,11 @@ func (t *Transport) takeHeld(ti *urlInfo) (*conn, xrootd.OpenResponse) {
 	cs := t.pool.idle[ti.key]
 	for i := len(cs) - 1; i >= 0; i-- {
 		c := cs[i]
-		if now.Sub(c.idle) > t.opts.IdleTimeout {
+		if now.Sub(c.idle) > t.opts.IdleTimeout && !anyAge {
 			break // older ones are staler still; get sweeps them
 		}
 		for k, f := range c.held {
-			if f.path != ti.path || now.Sub(f.last) > t.opts.HoldOpen {
+			if f.path != ti.path || (now.Sub(f.last) > t.opts.HoldOpen && !anyAge) {
 				continue
 			}
 			c.held = append(c.held[:k], c.held[k+1:]...)
@@ -60,7 +62,7 @@ func (t *Transport) takeHeld(ti *urlInfo) (*conn, xrootd.OpenResponse) {
 // which is bound to ctx and settled. ok is false when there is none (or
 // it could not be used; the connection is then given back or dropped).
 func (t *Transport) openHeld(ctx context.Context, ti *urlInfo) (c *conn, unbind func(), or xrootd.OpenResponse, ok bool) {
-	c, or = t.takeHeld(ti)
+	c, or = t.takeHeld(ti, false)
 	if c == nil {
 		return nil, nil, or, false
 	}
@@ -107,11 +109,12 @@ func (t *Transport) expireHeld(ctx context.Context, c *conn) {
 	c.held = keep
 }
 
-// releaseHeld closes the files ti held open on idle connections and waits
-// for the server to have closed them (before ti is opened for writing).
+// releaseHeld closes the files ti held open on idle connections, however
+// long ago they were last read, and waits for the server to have closed
+// them (before ti is opened for writing).
 func (t *Transport) releaseHeld(ctx context.Context, ti *urlInfo) {
 	for {
-		c, or := t.takeHeld(ti)
+		c, or := t.takeHeld(ti, true)
 		if c == nil {
 			return
 		}

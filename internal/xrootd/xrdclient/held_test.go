@@ -121,6 +121,36 @@ func TestHeldFileReplaced(t *testing.T) {
 		if err := tr.ReadV(ctx, u, []client.Range{{Off: 0, Len: 1000}}, dst); err != nil {
 			t.Fatal(err)
 		}
+		// The file is held on connection A; connection B, holding another
+		// file, is the most recently used: the upload goes on B.
+		p.writeFile(t, "/data/r2", old)
+		ti, _ := target(u)
+		a, err := tr.get(ctx, ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u2, _ := url.Parse(p.URL("/data/r2"))
+		if err := tr.ReadV(ctx, u2, []client.Range{{Off: 0, Len: 1000}}, dst); err != nil {
+			t.Fatal(err)
+		}
+		b, err := tr.get(ctx, ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.put(a)
+		tr.put(b)
+		// Held past HoldOpen (its last read an hour back): still open on
+		// the server until A's next use, and let go all the same before
+		// the upload.
+		tr.pool.mu.Lock()
+		for _, cs := range tr.pool.idle {
+			for _, c := range cs {
+				for i := range c.held {
+					c.held[i].last = c.held[i].last.Add(-time.Hour)
+				}
+			}
+		}
+		tr.pool.mu.Unlock()
 		src := t.TempDir() + "/fresh"
 		if err := os.WriteFile(src, fresh, 0o644); err != nil {
 			t.Fatal(err)
