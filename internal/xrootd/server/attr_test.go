@@ -139,6 +139,13 @@ func TestFattr(t *testing.T) {
 	if names, _, _ := xrootd.DecodeFattrList(b); !slices.Equal(names, []string{"color", "during", "new"}) {
 		t.Errorf("attributes after an update: %q", names)
 	}
+	// A new file being uploaded has no attributes to change until it
+	// exists (its close replaces whatever has the name now).
+	nu := rc.open("/store/f", xrootd.OpenDelete)
+	if st, b := rc.fattrCall(xrootd.FattrSet, 0, nu, "", []string{"x"}, [][]byte{nil}); st != xrootd.StatusError || !strings.Contains(errText(st, b), "after kXR_close") {
+		t.Errorf("set on an upload's handle: %v %s", st, errText(st, b))
+	}
+	rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(nu), nil)
 	// Directories have attributes too.
 	rc.fattrOK(xrootd.FattrSet, 0, none, "/store", []string{"d"}, [][]byte{[]byte("1")})
 }

@@ -107,6 +107,11 @@ func (ss *session) fattrTarget(ctx context.Context, fr xrootd.FattrRequest, path
 	if write && f.w == nil {
 		return target{}, errorf(xrootd.CodeInvalidRequest, "fattr request modifies a file open for reading")
 	}
+	if write && f.w.fu == nil {
+		// A new file exists under its name only at close, replacing
+		// whatever is there now: attributes set before would be lost.
+		return target{}, errorf(xrootd.CodeInvalidRequest, "fattr request modifies a file being uploaded: set its attributes after kXR_close")
+	}
 	t := target{logical: f.logical, export: f.export, rel: f.rel, found: true}
 	return t, ss.authorize(ctx, op, t)
 }
