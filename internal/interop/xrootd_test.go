@@ -73,8 +73,9 @@ func TestXrdcpXrdfsAgainstServer(t *testing.T) {
 	}
 }
 
-// xrdcp through a wanda redirector (kXR_redirect to the site that has
-// the file) and through a wanda cache (served from its blocks).
+// xrdcp (1 and 4 streams, upload) and xrdfs through a wanda redirector
+// (kXR_redirect to the site that has the file, or to a writable member)
+// and through a wanda cache (served from its blocks).
 func TestXrdcpThroughRedirectorAndCache(t *testing.T) {
 	requireTool(t, "xrdcp")
 	f := fedtest.Start(t, fedtest.Options{Global: true})
@@ -86,11 +87,54 @@ func TestXrdcpThroughRedirectorAndCache(t *testing.T) {
 	mustRun(t, dir, "xrdcp", "-f", rootURL(f.Sites[0].Redirector.URL)+"/store/r/f.bin", dst)
 	sameBytes(t, "xrdcp through site 0's redirector", readFile(t, dst), want)
 
+	dst4 := filepath.Join(dir, "via-redirector-4")
+	mustRun(t, dir, "xrdcp", "-f", "--streams", "4", rootURL(f.Global.URL)+"/store/r/f.bin", dst4)
+	sameBytes(t, "xrdcp --streams 4 through the global redirector", readFile(t, dst4), want)
+
+	// xrdfs through the redirector: each request is redirected to a
+	// member that has the path (or, for changes, a writable one).
+	rd := rootURL(f.Sites[0].Redirector.URL)
+	if out := string(mustRun(t, dir, "xrdfs", rd, "stat", "/store/r/f.bin").Stdout); !strings.Contains(out, "5242883") {
+		t.Errorf("xrdfs stat through the redirector: %s", out)
+	}
+	if out := string(mustRun(t, dir, "xrdfs", rd, "ls", "-l", "/store/r").Stdout); !strings.Contains(out, "f.bin") {
+		t.Errorf("xrdfs ls -l through the redirector: %s", out)
+	}
+	if out := string(mustRun(t, dir, "xrdfs", rd, "query", "checksum", "/store/r/f.bin").Stdout); !strings.HasPrefix(out, "adler32 ") {
+		t.Errorf("xrdfs query checksum through the redirector: %q", out)
+	}
+	if out := string(mustRun(t, dir, "xrdfs", rd, "locate", "/store/r/f.bin").Stdout); !strings.Contains(out, "Server") {
+		t.Errorf("xrdfs locate through the redirector: %q", out)
+	}
+	up := filepath.Join(dir, "up.bin")
+	if err := os.WriteFile(up, want[:100000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, dir, "xrdcp", up, rd+"/store/up/via-rd.bin")
+	mustRun(t, dir, "xrdfs", rd, "mkdir", "-p", "/store/up/d")
+	back := filepath.Join(dir, "back.bin")
+	mustRun(t, dir, "xrdcp", "-f", rd+"/store/up/via-rd.bin", back)
+	sameBytes(t, "xrdcp upload through the redirector, read back", readFile(t, back), want[:100000])
+	mustRun(t, dir, "xrdfs", rd, "rm", "/store/up/via-rd.bin")
+	if r := run(t, dir, "xrdfs", rd, "stat", "/store/up/via-rd.bin"); r.Err == nil {
+		t.Errorf("xrdfs stat after rm through the redirector succeeded: %s", r.Stdout)
+	}
+
 	cache := startCache(t, f.Global.URL)
 	for _, pass := range []string{"cold", "warm"} {
 		dst := filepath.Join(dir, "via-cache-"+pass)
 		mustRun(t, dir, "xrdcp", "-f", rootURL(cache)+"/store/r/f.bin", dst)
 		sameBytes(t, "xrdcp through the cache, "+pass, readFile(t, dst), want)
+	}
+	// xrdfs against the cache: metadata and checksums asked of its upstream.
+	if out := string(mustRun(t, dir, "xrdfs", rootURL(cache), "stat", "/store/r/f.bin").Stdout); !strings.Contains(out, "5242883") {
+		t.Errorf("xrdfs stat through the cache: %s", out)
+	}
+	if out := string(mustRun(t, dir, "xrdfs", rootURL(cache), "ls", "-l", "/store/r").Stdout); !strings.Contains(out, "f.bin") {
+		t.Errorf("xrdfs ls -l through the cache: %s", out)
+	}
+	if out := string(mustRun(t, dir, "xrdfs", rootURL(cache), "query", "checksum", "/store/r/f.bin").Stdout); !strings.HasPrefix(out, "adler32 ") {
+		t.Errorf("xrdfs query checksum through the cache: %q", out)
 	}
 }
 
