@@ -61,7 +61,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		for _, e := range m.Exports {
 			ex = append(ex, fed.Export{Prefix: e.Prefix, ReadOnly: e.ReadOnly})
 		}
-		static = append(static, fed.Member{URL: m.URL, Exports: ex, Labels: m.Labels, Priority: m.Priority})
+		static = append(static, fed.Member{URL: m.URL, XRootD: m.XRootD, Exports: ex, Labels: m.Labels, Priority: m.Priority})
 	}
 	rd, err := redirector.New(redirector.Options{
 		ID: c.ID, URL: u, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
@@ -89,12 +89,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			Auth:    auth.AllowAll{},
 			Log:     r.log.With("component", "xrootd"),
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
-				urls, err := rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
-				return hostsOf(urls), err
+				return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
 			},
 			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
-				urls, ok, err := rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
-				return hostsOf(urls), ok, err
+				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
 			},
 		})
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
@@ -128,13 +126,4 @@ func triedSet(hosts []string) map[string]bool {
 		tried[strings.ToLower(h)] = true
 	}
 	return tried
-}
-
-// hostsOf turns members' base URLs into the host:port of kXR_redirect.
-func hostsOf(urls []string) []string {
-	hosts := make([]string, 0, len(urls))
-	for _, u := range urls {
-		hosts = append(hosts, fed.HostOf(u))
-	}
-	return hosts
 }

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
@@ -128,6 +130,28 @@ func TestFederationUsageErrors(t *testing.T) {
 	} {
 		if code, out := run(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2; output %q", args, code, out)
+		}
+	}
+}
+
+func TestParseStaticMember(t *testing.T) {
+	for _, tc := range []struct {
+		spec, url, xrootd string
+		exports           []config.Export
+		ok                bool
+	}{
+		{"http://h:8080=/store", "http://h:8080", "", []config.Export{{Prefix: "/store"}}, true},
+		{"http://h:8443+root://h:1094=/store,/data:ro", "http://h:8443", "h:1094", []config.Export{{Prefix: "/store"}, {Prefix: "/data", ReadOnly: true}}, true},
+		{"http://h:8080", "", "", nil, false},
+		{"http://h:8080=", "", "", nil, false},
+	} {
+		m, err := parseStaticMember(tc.spec)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: error %v, want ok=%v", tc.spec, err, tc.ok)
+			continue
+		}
+		if tc.ok && (m.URL != tc.url || m.XRootD != tc.xrootd || !slices.Equal(m.Exports, tc.exports)) {
+			t.Errorf("%s: %+v", tc.spec, m)
 		}
 	}
 }

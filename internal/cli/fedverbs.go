@@ -275,7 +275,7 @@ unless called from the redirector's own host.`,
 					if err != nil {
 						return err
 					}
-					m := &fed.Member{URL: sm.URL}
+					m := &fed.Member{URL: sm.URL, XRootD: sm.XRootD}
 					for _, e := range sm.Exports {
 						m.Exports = append(m.Exports, fed.Export{Prefix: e.Prefix, ReadOnly: e.ReadOnly})
 					}

@@ -130,21 +130,25 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
-	f.StringArrayVar(&members, "member", nil, "a static member URL=PREFIX[,PREFIX...] (any HTTP server; asked with HEAD)")
+	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...] (any HTTP server, asked with HEAD; root:// clients go to HOST:PORT if given, else to URL's)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	return cmd
 }
 
-// parseStaticMember parses URL=PREFIX[,PREFIX...] (a trailing :ro on a
-// prefix makes it read-only).
+// parseStaticMember parses URL[+root://HOST:PORT]=PREFIX[,PREFIX...] (a
+// trailing :ro on a prefix makes it read-only; the root:// address is
+// where root:// clients go when it is not URL's).
 func parseStaticMember(spec string) (config.StaticMember, error) {
 	i := strings.LastIndex(spec, "=")
 	if i <= 0 || i == len(spec)-1 {
-		return config.StaticMember{}, usagef("--member %q: want URL=PREFIX[,PREFIX...], e.g. http://host:8080=/store", spec)
+		return config.StaticMember{}, usagef("--member %q: want URL[+root://HOST:PORT]=PREFIX[,PREFIX...], e.g. http://host:8080=/store", spec)
 	}
 	m := config.StaticMember{URL: spec[:i]}
+	if u, root, ok := strings.Cut(m.URL, "+root://"); ok {
+		m.URL, m.XRootD = u, strings.TrimSuffix(root, "/")
+	}
 	for _, p := range strings.Split(spec[i+1:], ",") {
 		p, ro := strings.CutSuffix(p, ":ro")
 		m.Exports = append(m.Exports, config.Export{Prefix: p, ReadOnly: ro})

@@ -81,7 +81,10 @@ type Redirector struct {
 
 // StaticMember is a member configured by hand.
 type StaticMember struct {
-	URL      string            `yaml:"url"`
+	URL string `yaml:"url"`
+	// XRootD is the host:port root:// clients are sent to when it is not
+	// URL's (an XRootD server with XrdHttp on another port).
+	XRootD   string            `yaml:"xrootd"`
 	Exports  []Export          `yaml:"exports"` // prefix and read_only; path unused
 	Labels   map[string]string `yaml:"labels"`
 	Priority int               `yaml:"priority"`
@@ -164,6 +167,11 @@ func (c Config) ValidateRedirector() error {
 		key := fmt.Sprintf("redirector.members[%d]", i)
 		if err := fed.CheckBaseURL(m.URL); err != nil {
 			errs = append(errs, fmt.Errorf("%s.url: %w", key, err))
+		}
+		if m.XRootD != "" {
+			if err := fed.CheckHostPort(m.XRootD); err != nil {
+				errs = append(errs, fmt.Errorf("%s.xrootd: %w", key, err))
+			}
 		}
 		if len(m.Exports) == 0 {
 			errs = append(errs, fmt.Errorf("%s.exports: none", key))

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -57,6 +58,10 @@ type Member struct {
 	Role     string `json:"role"`
 	// URL is where clients are sent: scheme://host:port, no path.
 	URL string `json:"url"`
+	// XRootD, when set, is the host:port root:// clients are sent to, for
+	// a member whose root:// port is not its URL's (an XRootD server with
+	// XrdHttp on another port). wanda members answer root:// on their URL.
+	XRootD string `json:"xrootd,omitempty"`
 	// Exports are the logical prefixes the member serves; for a
 	// redirector, the union of its members' (writable if any is).
 	Exports []Export `json:"exports"`
@@ -135,6 +140,9 @@ type Located struct {
 type Replica struct {
 	// URL is the full data URL of the file (member URL + logical path).
 	URL string `json:"url"`
+	// XRootD is the member's root:// host:port when not URL's (see
+	// Member.XRootD).
+	XRootD string `json:"xrootd,omitempty"`
 	// Member is the ID of the member that holds it; Role its role (a
 	// cache's copy is not sent to a cache, which would loop).
 	Member string `json:"member"`
@@ -287,6 +295,11 @@ func (m *Member) Validate() error {
 	if err := CheckBaseURL(m.URL); err != nil {
 		errs = append(errs, err)
 	}
+	if m.XRootD != "" {
+		if err := CheckHostPort(m.XRootD); err != nil {
+			errs = append(errs, fmt.Errorf("xrootd: %w", err))
+		}
+	}
 	// A redirector whose members all left exports nothing for a while.
 	if (len(m.Exports) == 0 && m.Role != RoleRedirector) || len(m.Exports) > 1024 {
 		errs = append(errs, fmt.Errorf("exports: %d given, want 1 to 1024", len(m.Exports)))
@@ -351,6 +364,39 @@ func BaseURL(u string) string { return strings.TrimRight(u, "/") }
 // FileURL joins a member's base URL and a clean logical path, escaping it.
 func FileURL(base, logical string) string {
 	return BaseURL(base) + (&url.URL{Path: logical}).EscapedPath()
+}
+
+// CheckHostPort accepts host:port (a root:// address), port 1 to 65535.
+func CheckHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" || len(s) > 300 || strings.ContainsAny(s, "/?#@ \t\r\n,") {
+		return fmt.Errorf("%q: want host:port", s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: bad port", s)
+	}
+	return nil
+}
+
+// RootHost is where root:// clients are sent for replica r: its XRootD
+// address, else its URL's host:port.
+func (r Replica) RootHost() string {
+	if r.XRootD != "" {
+		return strings.ToLower(r.XRootD)
+	}
+	return HostOf(r.URL)
+}
+
+// TriedIn reports whether a client said it failed with r's server, by
+// either of its addresses (tried= lists host:port).
+func (r Replica) TriedIn(tried map[string]bool) bool {
+	return len(tried) > 0 && (tried[HostOf(r.URL)] || (r.XRootD != "" && tried[strings.ToLower(r.XRootD)]))
+}
+
+// TriedIn reports whether a client said it failed with m, by either of
+// its addresses.
+func (m Member) TriedIn(tried map[string]bool) bool {
+	return len(tried) > 0 && (tried[HostOf(m.URL)] || (m.XRootD != "" && tried[strings.ToLower(m.XRootD)]))
 }
 
 // HostOf returns the host:port of a URL in lower case, "" if it has none.

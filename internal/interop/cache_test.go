@@ -461,6 +461,7 @@ func TestCacheCurlDavix(t *testing.T) {
 // xrootdHTTP is a running XRootD data server with XrdHttp.
 type xrootdHTTP struct {
 	URL  string // http://127.0.0.1:port of XrdHttp
+	Root string // 127.0.0.1:port of its root:// port
 	Data string // its data directory (oss.localroot)
 }
 
@@ -497,7 +498,7 @@ func startXRootDHTTP(t *testing.T, put map[string][]byte) *xrootdHTTP {
 		}
 		s.Close()
 	})
-	x.URL = s.HTTP
+	x.URL, x.Root = s.HTTP, s.Addr
 	t.Logf("xrootd: root://%s, XrdHttp %s", s.Addr, s.HTTP)
 	return x
 }

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/fedtest"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // rootURL turns a node's http://host:port into root://host:port/ (wanda
@@ -187,3 +191,42 @@ print(json.dumps({"entries": t.num_entries, "px10": float(a["px"][10]), "nhits7"
 }
 
 func bytesHex(b []byte) string { return hex.EncodeToString(b) }
+
+// XRootD's own server (root:// on one port, XrdHttp on another) as a
+// static member of a wanda federation: root:// clients are sent to its
+// root:// port, HTTP clients to XrdHttp, through the site redirector and
+// through the global one (the address travels with the site's answer).
+func TestXRootDServerAsStaticMember(t *testing.T) {
+	requireTool(t, "xrdcp")
+	requireTool(t, "curl")
+	want := randomBytes(3<<20+5, 93)
+	x := startXRootDHTTP(t, map[string][]byte{"xrd/f.bin": want})
+	f := fedtest.Start(t, fedtest.Options{Global: true})
+	f.WaitSettled(t)
+	site := f.Sites[0].Redirector
+	if err := site.Redirector().AddStatic(fed.Member{URL: x.URL, XRootD: x.Root, Exports: []fed.Export{{Prefix: "/xrd", ReadOnly: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, entry := range []*fedtest.Node{site, f.Global} {
+		dst := filepath.Join(dir, "via-"+strings.ReplaceAll(entry.Name, "/", "-"))
+		mustRun(t, dir, "xrdcp", "-f", rootURL(entry.URL)+"/xrd/f.bin", dst)
+		sameBytes(t, "xrdcp through "+entry.Name+" from XRootD's server", readFile(t, dst), want)
+		if out := string(mustRun(t, dir, "xrdfs", rootURL(entry.URL), "locate", "/xrd/f.bin").Stdout); !strings.Contains(out, x.Root) {
+			t.Errorf("xrdfs locate through %s: %q, want %s", entry.Name, out, x.Root)
+		}
+		r := curl(t, "-L", entry.URL+"/xrd/f.bin")
+		if r.Status != http.StatusOK {
+			t.Fatalf("curl -L through %s: %d", entry.Name, r.Status)
+		}
+		sameBytes(t, "curl -L through "+entry.Name+" from XrdHttp", r.Body, want)
+	}
+	// wanda's own client over root://, through the global redirector.
+	c := client.New()
+	xrdclient.Register(c)
+	dst := filepath.Join(dir, "via-wanda-cp")
+	if res, err := c.Copy(t.Context(), []string{rootURL(f.Global.URL) + "/xrd/f.bin"}, dst, client.CopyOptions{Streams: 2}); err != nil || res[0].Error != "" {
+		t.Fatalf("wanda cp root:// through the global redirector: %v %+v", err, res)
+	}
+	sameBytes(t, "wanda cp root:// from XRootD's server", readFile(t, dst), want)
+}

@@ -158,7 +158,7 @@ func (c *locCache) dropHosts(path string, hosts map[string]bool) {
 	if e == nil || len(e.replicas) == 0 {
 		return
 	}
-	e.replicas = slices.DeleteFunc(e.replicas, func(r cached) bool { return hosts[fed.HostOf(r.URL)] })
+	e.replicas = slices.DeleteFunc(e.replicas, func(r cached) bool { return r.TriedIn(hosts) })
 	if len(e.replicas) == 0 {
 		delete(c.m, path)
 	}

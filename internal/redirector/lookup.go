@@ -217,7 +217,7 @@ func dropTried(reps []cached, tried map[string]bool) []cached {
 	if len(tried) == 0 {
 		return reps
 	}
-	return slices.DeleteFunc(reps, func(c cached) bool { return tried[fed.HostOf(c.URL)] })
+	return slices.DeleteFunc(reps, func(c cached) bool { return c.TriedIn(tried) })
 }
 
 // askMembers queries cands in parallel. It returns when every candidate
@@ -243,7 +243,7 @@ func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate,
 			for _, rep := range a.loc.Replicas {
 				// A host the client failed with is no answer (and is not
 				// cached again).
-				if !q.Tried[fed.HostOf(rep.URL)] {
+				if !rep.TriedIn(q.Tried) {
 					pos = append(pos, cached{Replica: rep, from: a.from})
 				}
 			}
@@ -287,7 +287,7 @@ loop:
 					if a.err == nil && a.loc.Status == fed.Found && r.reg.has(a.from) {
 						var late []cached
 						for _, rep := range a.loc.Replicas {
-							if !q.Tried[fed.HostOf(rep.URL)] {
+							if !rep.TriedIn(q.Tried) {
 								late = append(late, cached{Replica: rep, from: a.from})
 							}
 						}
@@ -326,7 +326,7 @@ func (r *Redirector) askParents(ctx context.Context, q Query) (pos []cached, err
 				for _, rep := range a.loc.Replicas {
 					// What came back through this redirector is its own
 					// members' answer, which it already has.
-					if !slices.Contains(rep.Via, r.opts.ID) && !q.Tried[fed.HostOf(rep.URL)] {
+					if !slices.Contains(rep.Via, r.opts.ID) && !rep.TriedIn(q.Tried) {
 						pos = append(pos, cached{Replica: rep, from: ""})
 					}
 				}
@@ -405,6 +405,11 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 		if u, err := url.Parse(rep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fed.Located{}, fmt.Errorf("locate answered a bad replica URL %q", rep.URL)
 		}
+		if rep.XRootD != "" {
+			if err := fed.CheckHostPort(rep.XRootD); err != nil {
+				return fed.Located{}, fmt.Errorf("locate answered a bad root:// address: %w", err)
+			}
+		}
 	}
 	return loc, nil
 }
@@ -423,7 +428,7 @@ func (r *Redirector) probe(ctx context.Context, c candidate, path string) (fed.L
 	resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		rep := fed.Replica{URL: u, Member: c.ID, Size: resp.ContentLength, Writable: c.writable,
+		rep := fed.Replica{URL: u, XRootD: c.XRootD, Member: c.ID, Size: resp.ContentLength, Writable: c.writable,
 			Labels: c.Labels, Priority: c.Priority, Load: c.Load}
 		if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 			rep.ModTime = t

@@ -76,7 +76,7 @@ func (r *Redirector) writeTargets(path string, tried map[string]bool) (targets [
 		covered = true
 		// Caches pass writes on to their upstream (maybe this redirector):
 		// never a write target.
-		if !c.writable || c.Drained || c.Role == fed.RoleCache || tried[fed.HostOf(c.URL)] {
+		if !c.writable || c.Drained || c.Role == fed.RoleCache || c.TriedIn(tried) {
 			continue
 		}
 		targets = append(targets, c)

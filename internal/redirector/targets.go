@@ -3,14 +3,15 @@ package redirector
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"strings"
 
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
 
-// Targets answers another front-end (root://): the members' base URLs to
-// send a request for path to, best first — replicas for a read, writable
+// Targets answers another front-end (root://): the members' addresses to
+// send a request for path to (host:port, a member's XRootD address where
+// it has one), best first — replicas for a read, writable
 // members for a write. A miss everywhere is storage.ErrNotFound; members
 // that did not answer in time, storage.ErrUpstreamTimeout (the client is
 // told to wait and ask again); no member that may write there,
@@ -27,7 +28,10 @@ func (r *Redirector) Targets(ctx context.Context, path string, write bool, tried
 		r.cache.forget(path)
 		out := make([]string, len(targets))
 		for i, t := range targets {
-			out[i] = t.URL
+			out[i] = fed.HostOf(t.URL)
+			if t.XRootD != "" {
+				out[i] = strings.ToLower(t.XRootD)
+			}
 		}
 		return out, nil
 	}
@@ -58,8 +62,8 @@ func (r *Redirector) readTargets(res Result, path string) ([]string, error) {
 	}
 	var out []string
 	for _, x := range r.order(res.Replicas) {
-		if u, err := url.Parse(x.URL); err == nil {
-			out = append(out, u.Scheme+"://"+u.Host)
+		if h := x.RootHost(); h != "" {
+			out = append(out, h)
 		}
 	}
 	return out, nil
