@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,12 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/redirector"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // Redirector is the redirector role: the federation API and redirects,
@@ -63,7 +67,14 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		static = append(static, fed.Member{URL: m.URL, XRootD: m.XRootD, Exports: ex, Labels: m.Labels, Priority: m.Priority})
 	}
+	// Static members at root:// URLs (XRootD servers without HTTP) are
+	// asked with kXR_stat.
+	xc := xrdclient.New(xrdclient.Options{Log: r.log.With("component", "xrootd-client")})
+	defer xc.CloseIdle()
 	rd, err := redirector.New(redirector.Options{
+		ProbeRoot: func(ctx context.Context, fileURL string) (int64, time.Time, bool, error) {
+			return probeRoot(ctx, xc, fileURL)
+		},
 		ID: c.ID, URL: u, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
 		Labels: c.Labels, Priority: c.Priority, Heartbeat: c.Heartbeat, MissLimit: c.MissLimit,
 		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow,
@@ -117,6 +128,28 @@ func (r *Redirector) URL() string {
 		return *u
 	}
 	return ""
+}
+
+// probeRoot stats a root:// file URL for a redirector's static member (a
+// size of -1: unknown, the member redirected).
+func probeRoot(ctx context.Context, xc *xrdclient.Transport, fileURL string) (int64, time.Time, bool, error) {
+	u, err := url.Parse(fileURL)
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	in, err := xc.Stat(ctx, u, nil, false)
+	var re *client.RedirectError
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return 0, time.Time{}, false, nil
+	case errors.As(err, &re):
+		// The member is an XRootD redirector (cmsd) and found it below:
+		// clients are sent to it, and it sends them on.
+		return -1, time.Time{}, true, nil
+	case err != nil:
+		return 0, time.Time{}, false, err
+	}
+	return in.Size, in.ModTime, true, nil
 }
 
 // triedSet is a root:// client's tried= hosts as the redirector takes them.

@@ -130,7 +130,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
-	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...] (any HTTP server, asked with HEAD; root:// clients go to HOST:PORT if given, else to URL's)")
+	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...]: any HTTP server, asked with HEAD (root:// clients go to HOST:PORT if given, else to URL's), or root://HOST:PORT=PREFIX, an XRootD server or cmsd without HTTP, asked with kXR_stat")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)

@@ -264,3 +264,26 @@ func TestDefaultDurations(t *testing.T) {
 		t.Errorf("parallel_put_idle_timeout %v", cfg.Server.HTTP.ParallelPutIdleTimeout)
 	}
 }
+
+func TestValidateStaticMembers(t *testing.T) {
+	for _, tc := range []struct {
+		m  StaticMember
+		ok bool
+	}{
+		{StaticMember{URL: "http://h:8080"}, true},
+		{StaticMember{URL: "http://h:8443", XRootD: "h:1094"}, true},
+		{StaticMember{URL: "root://xrd:1094"}, true},
+		{StaticMember{URL: "roots://xrd:1094"}, true},
+		{StaticMember{URL: "root://xrd:1094", XRootD: "xrd:1095"}, false},
+		{StaticMember{URL: "root://xrd:1094//store"}, false},
+		{StaticMember{URL: "ftp://h:21"}, false},
+		{StaticMember{URL: "http://h:8443", XRootD: "h"}, false},
+	} {
+		c := Default()
+		tc.m.Exports = []Export{{Prefix: "/store"}}
+		c.Redirector.Members = []StaticMember{tc.m}
+		if err := c.ValidateRedirector(); (err == nil) != tc.ok {
+			t.Errorf("%+v: %v, want ok=%v", tc.m, err, tc.ok)
+		}
+	}
+}

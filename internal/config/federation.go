@@ -68,8 +68,9 @@ type Redirector struct {
 	// WriteSelect picks write targets: space (free bytes per transfer in
 	// progress) or load (fewest transfers).
 	WriteSelect string `yaml:"write_select"`
-	// Members are static members: HTTP servers that send no heartbeats
-	// (any WebDAV server, XRootD's XrdHttp, nginx), asked with HEAD.
+	// Members are static members: servers that send no heartbeats — HTTP
+	// ones (any WebDAV server, XRootD's XrdHttp, nginx), asked with HEAD,
+	// or XRootD servers at a root:// URL, asked with kXR_stat.
 	Members []StaticMember `yaml:"members"`
 	// TLS enables HTTPS.
 	TLS TLS `yaml:"tls"`
@@ -165,8 +166,11 @@ func (c Config) ValidateRedirector() error {
 	}
 	for i, m := range r.Members {
 		key := fmt.Sprintf("redirector.members[%d]", i)
-		if err := fed.CheckBaseURL(m.URL); err != nil {
+		if err := fed.CheckStaticURL(m.URL); err != nil {
 			errs = append(errs, fmt.Errorf("%s.url: %w", key, err))
+		}
+		if m.XRootD != "" && fed.IsRootURL(m.URL) {
+			errs = append(errs, fmt.Errorf("%s.xrootd: only with an http(s) url (a root:// url is the root:// address)", key))
 		}
 		if m.XRootD != "" {
 			if err := fed.CheckHostPort(m.XRootD); err != nil {

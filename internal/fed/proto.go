@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,6 +176,9 @@ const (
 	ParamAll = "all"
 	// ParamTried lists hosts (host:port) the client failed with.
 	ParamTried = "tried"
+	// ParamHTTP ("1") asks for replicas an HTTP client can read: not
+	// those of XRootD servers that speak only root://.
+	ParamHTTP = "http"
 )
 
 // Scopes of a locate query.
@@ -281,7 +285,14 @@ func versionOf(v any) string {
 
 // Validate checks a member's heartbeat: an ID, a known role, an absolute
 // http(s) URL without path, query or user info, and clean prefixes.
-func (m *Member) Validate() error {
+func (m *Member) Validate() error { return m.validate(false) }
+
+// ValidateStatic checks a static member, which may also be an XRootD
+// server reached over root:// only (a root:// or roots:// URL, probed with
+// kXR_stat).
+func (m *Member) ValidateStatic() error { return m.validate(true) }
+
+func (m *Member) validate(static bool) error {
 	var errs []error
 	if m.ID == "" || len(m.ID) > 512 || strings.ContainsAny(m.ID, ", \t\r\n") {
 		// Commas separate IDs in a query's visited list.
@@ -292,8 +303,18 @@ func (m *Member) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("role %q: want server, redirector or cache", m.Role))
 	}
-	if err := CheckBaseURL(m.URL); err != nil {
-		errs = append(errs, err)
+	switch {
+	case static && IsRootURL(m.URL):
+		if err := CheckStaticURL(m.URL); err != nil {
+			errs = append(errs, err)
+		}
+		if m.XRootD != "" {
+			errs = append(errs, errors.New("xrootd: only with an http(s) url (a root:// url is the root:// address)"))
+		}
+	default:
+		if err := CheckBaseURL(m.URL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if m.XRootD != "" {
 		if err := CheckHostPort(m.XRootD); err != nil {
@@ -316,19 +337,32 @@ func (m *Member) Validate() error {
 }
 
 // CheckBaseURL accepts http(s)://host[:port] with nothing after it.
-func CheckBaseURL(s string) error {
+func CheckBaseURL(s string) error { return checkURL(s, "http", "https") }
+
+// CheckStaticURL accepts a static member's URL: http(s)://host[:port], or
+// root(s)://host[:port] for an XRootD server reached over root:// only.
+func CheckStaticURL(s string) error { return checkURL(s, "http", "https", "root", "roots") }
+
+// IsRootURL reports a root:// or roots:// URL (an XRootD server).
+func IsRootURL(s string) bool {
+	return strings.HasPrefix(s, "root://") || strings.HasPrefix(s, "roots://")
+}
+
+// checkURL accepts scheme://host[:port] with nothing after it, for the
+// schemes given.
+func checkURL(s string, schemes ...string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("url %q: %w", s, err)
 	}
-	bad := (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
+	bad := !slices.Contains(schemes, u.Scheme) || u.Hostname() == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || strings.ContainsAny(s, "?#") || len(s) > 512
 	if p := u.Port(); !bad && (p != "" || strings.HasSuffix(u.Host, ":")) {
 		n, err := strconv.Atoi(p)
 		bad = err != nil || n < 1 || n > 65535
 	}
 	if bad {
-		return fmt.Errorf("url %q: want http(s)://host:port with no path, query or user", s)
+		return fmt.Errorf("url %q: want %s://host:port with no path, query or user", s, strings.Join(schemes, "|"))
 	}
 	return nil
 }
@@ -363,6 +397,10 @@ func BaseURL(u string) string { return strings.TrimRight(u, "/") }
 
 // FileURL joins a member's base URL and a clean logical path, escaping it.
 func FileURL(base, logical string) string {
+	if IsRootURL(base) {
+		// root://host:port//store/f, the form XRootD's clients use.
+		return BaseURL(base) + "/" + (&url.URL{Path: logical}).EscapedPath()
+	}
 	return BaseURL(base) + (&url.URL{Path: logical}).EscapedPath()
 }
 

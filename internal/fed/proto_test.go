@@ -241,3 +241,23 @@ func FuzzDecodeMember(f *testing.F) {
 		}
 	})
 }
+
+// Heartbeating members are wanda servers (http(s)); a static member may
+// also be an XRootD server at a root:// URL.
+func TestValidateStatic(t *testing.T) {
+	m := validMember()
+	m.URL = "root://xrd.example:1094"
+	if err := m.Validate(); err == nil {
+		t.Error("a heartbeat with a root:// URL was accepted")
+	}
+	if err := m.ValidateStatic(); err != nil {
+		t.Errorf("a static root:// member: %v", err)
+	}
+	m.XRootD = "xrd.example:1095"
+	if err := m.ValidateStatic(); err == nil {
+		t.Error("a root:// member with an xrootd address was accepted")
+	}
+	if got := FileURL("root://xrd.example:1094", "/store/a b"); got != "root://xrd.example:1094//store/a%20b" {
+		t.Errorf("FileURL of a root:// member: %s", got)
+	}
+}

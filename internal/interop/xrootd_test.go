@@ -2,8 +2,10 @@ package interop
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/demo"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/fedtest"
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -229,4 +232,80 @@ func TestXRootDServerAsStaticMember(t *testing.T) {
 		t.Fatalf("wanda cp root:// through the global redirector: %v %+v", err, res)
 	}
 	sameBytes(t, "wanda cp root:// from XRootD's server", readFile(t, dst), want)
+}
+
+// XRootD servers that speak only root:// as static members (root:// URLs,
+// asked with kXR_stat): a data server, and a cmsd cluster's redirector
+// (which sends the client on). root:// clients reach the files through
+// wanda's site and global redirectors; HTTP clients are told the file is
+// at root:// servers only.
+func TestXRootDRootOnlyMembers(t *testing.T) {
+	requireTool(t, "xrdcp")
+	requireTool(t, "curl")
+	a, b := randomBytes(1<<20+7, 94), randomBytes(2<<20+9, 95)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, w := range []struct {
+		dir, name string
+		data      []byte
+	}{{dirA, "xo/a.bin", a}, {dirB, "xc/b.bin", b}} {
+		p := filepath.Join(w.dir, filepath.FromSlash(w.name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, w.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := xrdpeer.Start(ctx, xrdpeer.Options{Dir: dirA})
+	if errors.Is(err, xrdpeer.ErrNotInstalled) {
+		missing(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	cl, err := xrdpeer.StartCluster(ctx, xrdpeer.ClusterOptions{Dirs: []string{dirB, dirB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+
+	f := fedtest.Start(t, fedtest.Options{Global: true})
+	f.WaitSettled(t)
+	site := f.Sites[0].Redirector
+	for _, m := range []fed.Member{
+		{URL: "root://" + srv.Addr, Exports: []fed.Export{{Prefix: "/xo", ReadOnly: true}}},
+		{URL: "root://" + cl.Redirector, Exports: []fed.Export{{Prefix: "/xc", ReadOnly: true}}},
+	} {
+		if err := site.Redirector().AddStatic(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	for _, entry := range []*fedtest.Node{site, f.Global} {
+		for _, w := range []struct {
+			name string
+			data []byte
+		}{{"/xo/a.bin", a}, {"/xc/b.bin", b}} {
+			dst := filepath.Join(dir, strings.ReplaceAll(entry.Name+w.name, "/", "-"))
+			mustRun(t, dir, "xrdcp", "-f", rootURL(entry.URL)+w.name, dst)
+			sameBytes(t, "xrdcp "+w.name+" through "+entry.Name, readFile(t, dst), w.data)
+		}
+	}
+	r, res := curlFor(t, cmdTimeout, "-L", site.URL+"/xo/a.bin")
+	if res.Err != nil && r.Status == 0 {
+		t.Fatalf("curl: %v", res.Err)
+	}
+	if r.Status != http.StatusNotFound || !strings.Contains(string(r.Body), "over root://") {
+		t.Errorf("HTTP read of a file only at root:// servers: %d %s", r.Status, r.Body)
+	}
+	c := client.New()
+	xrdclient.Register(c)
+	dst := filepath.Join(dir, "via-wanda-cp")
+	if res, err := c.Copy(t.Context(), []string{rootURL(f.Global.URL) + "/xo/a.bin"}, dst, client.CopyOptions{}); err != nil || res[0].Error != "" {
+		t.Fatalf("wanda cp root:// through the global redirector: %v %+v", err, res)
+	}
+	sameBytes(t, "wanda cp root:// from an XRootD member", readFile(t, dst), a)
 }

@@ -198,3 +198,19 @@ func (c *locCache) purgeExpired() {
 		}
 	}
 }
+
+// rootReplica returns the URL of a cached replica at an XRootD server that
+// speaks only root:// (for an HTTP client's "not found" to say so), or "".
+func (c *locCache) rootReplica(path string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if e := c.m[path]; e != nil && !now.After(e.expires) {
+		for _, r := range e.replicas {
+			if fed.IsRootURL(r.URL) && !now.After(r.expires) {
+				return r.URL
+			}
+		}
+	}
+	return ""
+}

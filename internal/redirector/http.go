@@ -122,7 +122,8 @@ func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 		writeErr(w, http.StatusBadRequest, "locate: bad or missing path %q", v.Get(fed.ParamPath))
 		return
 	}
-	q := Query{Path: p, Scope: v.Get(fed.ParamScope), Tried: parseTried(v.Get(fed.ParamTried)), All: v.Get(fed.ParamAll) == "1" || v.Get(fed.ParamAll) == "true"}
+	q := Query{Path: p, Scope: v.Get(fed.ParamScope), Tried: parseTried(v.Get(fed.ParamTried)), All: v.Get(fed.ParamAll) == "1" || v.Get(fed.ParamAll) == "true",
+		HTTP: v.Get(fed.ParamHTTP) == "1"}
 	switch q.Scope {
 	case "", fed.ScopeDown, fed.ScopeUp:
 	default:
@@ -245,10 +246,14 @@ func (r *Redirector) serveData(w http.ResponseWriter, req *http.Request) {
 // redirectRead locates p and redirects to the best replica (writable ones
 // only for DELETE and MOVE, which change the file where it is).
 func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p string, tried map[string]bool, modify bool) {
-	res := r.Locate(req.Context(), Query{Path: p, Tried: tried})
+	res := r.Locate(req.Context(), Query{Path: p, Tried: tried, HTTP: true})
 	switch res.Status {
 	case fed.NotFound:
 		r.met.redirects.WithLabelValues("404").Inc()
+		if u := r.cache.rootReplica(p); u != "" {
+			http.Error(w, p+": held only by XRootD servers that speak no HTTP ("+u+"): read it over root://", http.StatusNotFound)
+			return
+		}
 		http.Error(w, p+": not found in the federation", http.StatusNotFound)
 		return
 	case fed.Unavailable:
@@ -308,6 +313,14 @@ func (r *Redirector) unavailable(w http.ResponseWriter, p string, errs []string)
 // redirectWrite sends a new file (PUT, MKCOL, OPTIONS) to a writable member.
 func (r *Redirector) redirectWrite(w http.ResponseWriter, req *http.Request, p string, tried map[string]bool) {
 	targets, covered := r.writeTargets(p, tried)
+	if hs := slices.DeleteFunc(slices.Clone(targets), func(c candidate) bool { return fed.IsRootURL(c.URL) }); len(hs) < len(targets) {
+		if len(hs) == 0 {
+			r.met.redirects.WithLabelValues("404").Inc()
+			http.Error(w, p+": only XRootD servers that speak no HTTP may take it ("+targets[0].URL+"): write it over root://", http.StatusNotFound)
+			return
+		}
+		targets = hs
+	}
 	if len(targets) == 0 {
 		if !covered {
 			r.met.redirects.WithLabelValues("404").Inc()

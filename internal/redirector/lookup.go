@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,6 +40,10 @@ type Query struct {
 	// CacheOnly answers from the location cache alone: a miss is
 	// fed.Unavailable with Cached false, and nobody is asked.
 	CacheOnly bool
+	// HTTP asks for replicas an HTTP client can read: members at root://
+	// URLs (XRootD servers without HTTP) are neither asked nor answered,
+	// and a miss is not cached (they may have it).
+	HTTP bool
 	// below: the members below are known (cached) not to have it: ask
 	// only the parents.
 	below bool
@@ -79,6 +84,11 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 		// A child escalating must not get back what it told us itself:
 		// it knows better (it may have lost that member since).
 		reps = slices.DeleteFunc(reps, func(c cached) bool { return relayedBy(c, q.Visited) })
+		if q.HTTP && slices.ContainsFunc(reps, isRoot) {
+			if reps = slices.DeleteFunc(reps, isRoot); len(reps) == 0 {
+				negEverywhere, negBelow = false, false // known at root:// servers: ask the others
+			}
+		}
 		switch {
 		case len(reps) > 0:
 			return Result{Status: fed.Found, Replicas: plain(reps), Cached: true}
@@ -93,7 +103,7 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 	}
 	// Concurrent lookups of one path collapse into one; the lookup runs on
 	// its own clock so that one impatient client does not fail the others.
-	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below) + "\x00" + strconv.Itoa(q.Hops)
+	key := q.Path + "\x00" + q.Scope + "\x00" + strings.Join(q.Visited, ",") + "\x00" + strconv.FormatBool(q.All) + "\x00" + triedKey(q.Tried) + "\x00" + strconv.FormatBool(q.below) + "\x00" + strconv.Itoa(q.Hops) + "\x00" + strconv.FormatBool(q.HTTP)
 	ch := r.sf.DoChan(key, func() (any, error) {
 		// Not cancelled when resolve returns: members that answer after
 		// the first replica still fill the cache, until the timeout or
@@ -166,6 +176,11 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 		cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.Role == fed.RoleRedirector })
 		excluded = excluded || len(cands) < n
 	}
+	if q.HTTP {
+		n := len(cands)
+		cands = slices.DeleteFunc(cands, func(c candidate) bool { return fed.IsRootURL(c.URL) })
+		excluded = excluded || len(cands) < n
+	}
 	covered := len(cands) > 0 || excluded
 	var pos []cached
 	var errs []string
@@ -174,10 +189,17 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 		pos, errs, unknown = r.askMembers(ctx, q, cands, late)
 	}
 	pos = dropTried(pos, q.Tried)
+	if q.HTTP && slices.ContainsFunc(pos, isRoot) {
+		pos = slices.DeleteFunc(pos, isRoot)
+		excluded = true // found at root:// servers: not a "no"
+	}
 	escalate := r.mayEscalate(q) && (len(pos) == 0 || q.All)
 	parentMiss := true
 	if escalate {
 		ppos, perrs, punknown := r.askParents(ctx, q)
+		if q.HTTP {
+			ppos = slices.DeleteFunc(ppos, isRoot)
+		}
 		pos = append(pos, dropTried(ppos, q.Tried)...)
 		errs = append(errs, perrs...)
 		unknown = unknown || punknown
@@ -212,6 +234,9 @@ const maxVisited = 63
 // maxNegativeKey: longer paths are never cached as "not found" (bounds
 // what hostile lookups can make a redirector keep).
 const maxNegativeKey = 512
+
+// isRoot: a replica at an XRootD server that speaks only root://.
+func isRoot(c cached) bool { return fed.IsRootURL(c.URL) }
 
 func dropTried(reps []cached, tried map[string]bool) []cached {
 	if len(tried) == 0 {
@@ -378,6 +403,9 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 	if len(q.Tried) > 0 {
 		v.Set(fed.ParamTried, triedKey(q.Tried))
 	}
+	if q.HTTP {
+		v.Set(fed.ParamHTTP, "1")
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fed.BaseURL(base)+"/api/v1/locate?"+v.Encode(), nil)
 	if err != nil {
 		return fed.Located{}, err
@@ -402,7 +430,7 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 		return fed.Located{}, fmt.Errorf("locate answered status %q", loc.Status)
 	}
 	for _, rep := range loc.Replicas {
-		if u, err := url.Parse(rep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if u, err := url.Parse(rep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root" && u.Scheme != "roots") || u.Host == "" {
 			return fed.Located{}, fmt.Errorf("locate answered a bad replica URL %q", rep.URL)
 		}
 		if rep.XRootD != "" {
@@ -414,9 +442,12 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 	return loc, nil
 }
 
-// probe asks a static member with HEAD.
+// probe asks a static member with HEAD (kXR_stat at a root:// one).
 func (r *Redirector) probe(ctx context.Context, c candidate, path string) (fed.Located, error) {
 	u := fed.FileURL(c.URL, path)
+	if fed.IsRootURL(u) {
+		return r.probeRoot(ctx, c, u, path)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
 	if err != nil {
 		return fed.Located{}, err
@@ -438,6 +469,23 @@ func (r *Redirector) probe(ctx context.Context, c candidate, path string) (fed.L
 		return fed.Located{Version: fed.Version, Path: path, Status: fed.NotFound}, nil
 	}
 	return fed.Located{}, fmt.Errorf("HEAD answered %s", resp.Status)
+}
+
+// probeRoot asks a static XRootD member with kXR_stat (Options.ProbeRoot).
+func (r *Redirector) probeRoot(ctx context.Context, c candidate, u, path string) (fed.Located, error) {
+	if r.opts.ProbeRoot == nil {
+		return fed.Located{}, errors.New("no root:// client to ask this member with")
+	}
+	size, mtime, found, err := r.opts.ProbeRoot(ctx, u)
+	switch {
+	case err != nil:
+		return fed.Located{}, err
+	case !found:
+		return fed.Located{Version: fed.Version, Path: path, Status: fed.NotFound}, nil
+	}
+	rep := fed.Replica{URL: u, Member: c.ID, Size: size, ModTime: mtime, Writable: c.writable,
+		Labels: c.Labels, Priority: c.Priority, Load: c.Load}
+	return fed.Located{Version: fed.Version, Path: path, Status: fed.Found, Replicas: []fed.Replica{rep}}, nil
 }
 
 // shortErr drops net/http's "Get \"URL\": " prefix: the caller names the member.

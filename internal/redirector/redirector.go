@@ -60,8 +60,14 @@ type Options struct {
 	Select      string
 	Prefer      []string
 	WriteSelect string
-	// Static members send no heartbeats; they are asked with HEAD.
+	// Static members send no heartbeats; they are asked with HEAD, or
+	// with ProbeRoot when their URL is root:// (an XRootD server that
+	// speaks no HTTP).
 	Static []fed.Member
+	// ProbeRoot stats a root:// file URL: found, with its size and
+	// modification time, or not (err nil); nil leaves root:// members
+	// unreachable (every probe fails).
+	ProbeRoot func(ctx context.Context, fileURL string) (size int64, mtime time.Time, found bool, err error)
 	// Software is reported to parents.
 	Software string
 	Log      *slog.Logger
@@ -162,7 +168,7 @@ func New(o Options) (*Redirector, error) {
 			m.Role = fed.RoleServer
 		}
 		m.Version = fed.Version
-		if err := m.Validate(); err != nil {
+		if err := m.ValidateStatic(); err != nil {
 			return nil, fmt.Errorf("redirector: static member %s: %w", m.URL, err)
 		}
 		r.reg.addStatic(m, r.now())
@@ -321,7 +327,8 @@ func (r *Redirector) Remove(name string) error {
 	return nil
 }
 
-// AddStatic adds a member that sends no heartbeats (any HTTP server).
+// AddStatic adds a member that sends no heartbeats (any HTTP server, or
+// an XRootD server at a root:// URL).
 func (r *Redirector) AddStatic(m fed.Member) error {
 	if m.ID == "" {
 		m.ID = fed.BaseURL(m.URL)
@@ -331,7 +338,7 @@ func (r *Redirector) AddStatic(m fed.Member) error {
 	}
 	m.Version = fed.Version
 	m.URL = fed.BaseURL(m.URL)
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateStatic(); err != nil {
 		return err
 	}
 	r.reg.addStatic(m, r.now())

@@ -649,3 +649,56 @@ func TestTargetsNow(t *testing.T) {
 		t.Fatalf("write targets: %v %v %v", w, ok, err)
 	}
 }
+
+// A static member at a root:// URL (an XRootD server without HTTP) is
+// asked through ProbeRoot; root:// clients get its address, HTTP clients
+// the HTTP replicas only (404 when there is none), and writes over HTTP
+// never go to it.
+func TestRootOnlyStaticMember(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int32
+	tr := startRedirector(t, Options{
+		ProbeRoot: func(_ context.Context, u string) (int64, time.Time, bool, error) {
+			asked.Add(1)
+			if u != "root://xrd.example:1094//store/f" && u != "root://xrd.example:1094//store/both" {
+				return 0, time.Time{}, false, nil
+			}
+			return 42, time.Unix(1700000000, 0), true, nil
+		},
+	})
+	if err := tr.AddStatic(fed.Member{URL: "root://xrd.example:1094", Exports: []fed.Export{{Prefix: "/store"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.AddStatic(fed.Member{URL: "root://bad/x", Exports: []fed.Export{{Prefix: "/store"}}}); err == nil {
+		t.Error("a root:// URL with a path was accepted")
+	}
+	if err := tr.AddStatic(fed.Member{URL: "root://xrd.example:1094", XRootD: "xrd.example:1095", Exports: []fed.Export{{Prefix: "/store"}}}); err == nil {
+		t.Error("a root:// URL with an xrootd address was accepted")
+	}
+	hosts, err := tr.Targets(t.Context(), "/store/f", false, nil)
+	if err != nil || strings.Join(hosts, " ") != "xrd.example:1094" {
+		t.Fatalf("root:// targets: %v %v", hosts, err)
+	}
+	resp, body := tr.request(t, http.MethodGet, "/store/f", nil)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "over root://") {
+		t.Errorf("HTTP read of a root://-only file: %d %s", resp.StatusCode, body)
+	}
+	web := newFakeMember(t, "/store/both")
+	tr.Heartbeat(web.member())
+	resp, _ = tr.request(t, http.MethodGet, "/store/both", nil)
+	if loc := resp.Header.Get("Location"); loc != web.srv.URL+"/store/both" {
+		t.Errorf("HTTP read of a file at both: %d Location %q", resp.StatusCode, loc)
+	}
+	for _, l := range resp.Header.Values("Link") {
+		if strings.Contains(l, "root://") {
+			t.Errorf("HTTP answer links a root:// replica: %s", l)
+		}
+	}
+	resp, _ = tr.request(t, http.MethodPut, "/store/new", nil)
+	if loc := resp.Header.Get("Location"); loc != web.srv.URL+"/store/new" {
+		t.Errorf("HTTP write: Location %q, want the HTTP member", loc)
+	}
+	if asked.Load() == 0 {
+		t.Error("ProbeRoot was never asked")
+	}
+}
