@@ -84,10 +84,9 @@ func (r *Redirector) locate(ctx context.Context, q Query) Result {
 		// A child escalating must not get back what it told us itself:
 		// it knows better (it may have lost that member since).
 		reps = slices.DeleteFunc(reps, func(c cached) bool { return relayedBy(c, q.Visited) })
-		if q.HTTP && slices.ContainsFunc(reps, isRoot) {
-			if reps = slices.DeleteFunc(reps, isRoot); len(reps) == 0 {
-				negEverywhere, negBelow = false, false // known at root:// servers: ask the others
-			}
+		if q.HTTP {
+			// Known at root:// servers only: the others are asked.
+			reps = slices.DeleteFunc(reps, isRoot)
 		}
 		switch {
 		case len(reps) > 0:
