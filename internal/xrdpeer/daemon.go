@@ -25,6 +25,12 @@ const StopTimeout = 5 * time.Second
 // took between FreePort and its start: the start is retried.
 var errPortInUse = errors.New("address already in use")
 
+// errCrashed is a daemon killed by a signal before it was ready (XRootD
+// 5.5.3's xrootd with the proxy cache plugins, XCache, sometimes dies of
+// a segmentation fault in its first milliseconds, before it logs
+// anything): the start is retried too.
+var errCrashed = errors.New("crashed while starting")
+
 // Command is a daemon to start.
 type Command struct {
 	// Name names it in errors and logs ("xrootd", "cmsd of server-1").
@@ -80,8 +86,12 @@ func StartDaemon(ctx context.Context, c Command) (*Daemon, error) {
 		if out := strings.TrimSpace(d.out.String()); out != "" {
 			tail = strings.TrimSpace(tail + " | " + out)
 		}
-		if strings.Contains(tail, "already in use") {
+		var ee *exec.ExitError
+		switch {
+		case strings.Contains(tail, "already in use"):
 			err = fmt.Errorf("%w (%w)", err, errPortInUse)
+		case errors.As(err, &ee) && !ee.Exited():
+			err = fmt.Errorf("%w (%w)", err, errCrashed)
 		}
 		return nil, fmt.Errorf("%s on %s: %w; log: %s", c.Name, strings.Join(c.Listen, ", "), err, strings.ReplaceAll(tail, "\n", " | "))
 	}
@@ -211,7 +221,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 // retryPorts runs start with n fresh ports, again (up to three times in
-// all) while it fails for a port taken meanwhile.
+// all) while it fails for a port taken meanwhile or a crash at start.
 func retryPorts(n int, start func(ports []int) error) error {
 	var err error
 	for range 3 {
@@ -219,7 +229,7 @@ func retryPorts(n int, start func(ports []int) error) error {
 		if ports, err = freePorts(n); err != nil {
 			return err
 		}
-		if err = start(ports); !errors.Is(err, errPortInUse) {
+		if err = start(ports); !errors.Is(err, errPortInUse) && !errors.Is(err, errCrashed) {
 			return err
 		}
 	}

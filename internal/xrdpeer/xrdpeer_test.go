@@ -174,6 +174,10 @@ func TestDaemon(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "already in use") {
 		t.Errorf("a daemon that exits: %v", err)
 	}
+	_, err = xrdpeer.StartDaemon(testCtx(t), xrdpeer.Command{Name: "crasher", Args: []string{"sh", "-c", "kill -SEGV $$"}, Listen: []string{"127.0.0.1:1"}})
+	if err == nil || !strings.Contains(err.Error(), "crashed while starting") {
+		t.Errorf("a daemon killed by a signal while starting: %v", err)
+	}
 }
 
 // Reach opens the ancestors to others and puts their modes back when the
