@@ -427,14 +427,14 @@ func (r Replica) RootHost() string {
 
 // TriedIn reports whether a client said it failed with r's server, by
 // either of its addresses (tried= lists host:port).
-func (r Replica) TriedIn(tried map[string]bool) bool {
-	return len(tried) > 0 && (tried[HostOf(r.URL)] || (r.XRootD != "" && tried[strings.ToLower(r.XRootD)]))
-}
+func (r Replica) TriedIn(tried map[string]bool) bool { return triedIn(tried, r.URL, r.XRootD) }
 
 // TriedIn reports whether a client said it failed with m, by either of
 // its addresses.
-func (m Member) TriedIn(tried map[string]bool) bool {
-	return len(tried) > 0 && (tried[HostOf(m.URL)] || (m.XRootD != "" && tried[strings.ToLower(m.XRootD)]))
+func (m Member) TriedIn(tried map[string]bool) bool { return triedIn(tried, m.URL, m.XRootD) }
+
+func triedIn(tried map[string]bool, u, xrootd string) bool {
+	return len(tried) > 0 && (tried[HostOf(u)] || (xrootd != "" && tried[strings.ToLower(xrootd)]))
 }
 
 // HostOf returns the host:port of a URL in lower case, "" if it has none.

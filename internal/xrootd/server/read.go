@@ -34,6 +34,20 @@ func (ss *session) route(r *request, pathID byte) error {
 	return nil
 }
 
+// readSource returns what reads of the open file h read and its size,
+// with the use counted until done is called (close waits for it).
+func (ss *session) readSource(h xrootd.Handle) (ra io.ReaderAt, size int64, done func(), err error) {
+	f, err := ss.acquire(h)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if ra, size, err = f.source(); err != nil {
+		f.refs.Done()
+		return nil, 0, nil, err
+	}
+	return ra, size, f.refs.Done, nil
+}
+
 // fill has a Filler (a cache) make spans local before they are read.
 func fill(ctx context.Context, ra io.ReaderAt, spans ...storage.Span) error {
 	if fl, ok := ra.(storage.Filler); ok {
@@ -57,15 +71,11 @@ func (ss *session) read(ctx context.Context, r *request) error {
 	if rq.Length < 0 || rq.Offset < 0 {
 		return errorf(xrootd.CodeArgInvalid, "read of %d bytes at %d", rq.Length, rq.Offset)
 	}
-	f, err := ss.acquire(rq.Handle)
+	src, size, done, err := ss.readSource(rq.Handle)
 	if err != nil {
 		return err
 	}
-	defer f.refs.Done()
-	src, size, err := f.source()
-	if err != nil {
-		return err
-	}
+	defer done()
 	if rq.Length == 0 || rq.Offset >= size {
 		return r.ok()
 	}
@@ -127,15 +137,11 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 	spans := map[xrootd.Handle][]storage.Span{}
 	for _, s := range segs {
 		if _, ok := files[s.Handle]; !ok {
-			f, err := ss.acquire(s.Handle)
+			ra, size, done, err := ss.readSource(s.Handle)
 			if err != nil {
 				return err
 			}
-			defer f.refs.Done()
-			ra, size, err := f.source()
-			if err != nil {
-				return err
-			}
+			defer done()
 			files[s.Handle] = src{ra, size}
 		}
 		fs := files[s.Handle]
@@ -195,15 +201,11 @@ func (ss *session) pgread(ctx context.Context, r *request) error {
 	if rq.Length <= 0 || rq.Offset < 0 {
 		return errorf(xrootd.CodeArgInvalid, "pgread of %d bytes at %d", rq.Length, rq.Offset)
 	}
-	f, err := ss.acquire(rq.Handle)
+	src, size, done, err := ss.readSource(rq.Handle)
 	if err != nil {
 		return err
 	}
-	defer f.refs.Done()
-	src, size, err := f.source()
-	if err != nil {
-		return err
-	}
+	defer done()
 	sid := r.hdr.StreamID
 	var info [8]byte
 	if rq.Offset >= size {
