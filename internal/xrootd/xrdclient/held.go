@@ -98,12 +98,7 @@ func (t *Transport) expireHeld(ctx context.Context, c *conn) {
 			keep = append(keep, f)
 			continue
 		}
-		if c.broken || ctx.Err() != nil {
-			continue // the connection is going; its files with it
-		}
-		if sid, err := c.send(ctx, xrootd.ReqClose, xrootd.HandleBody(f.open.Handle), nil); err == nil {
-			c.owed = append(c.owed, sid)
-		}
+		c.closeLater(ctx, f.open.Handle)
 	}
 	clear(c.held[len(keep):])
 	c.held = keep

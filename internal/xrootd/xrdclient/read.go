@@ -45,12 +45,20 @@ func (t *Transport) open(ctx context.Context, ti *urlInfo, opts xrootd.OpenOptio
 // nothing worth a round trip, so the answer is read by the next user of
 // the connection (conn.settle), long arrived by then.
 func (t *Transport) closeFile(ctx context.Context, c *conn, unbind func(), h xrootd.Handle) {
-	if !c.broken && ctx.Err() == nil {
-		if sid, err := c.send(ctx, xrootd.ReqClose, xrootd.HandleBody(h), nil); err == nil {
-			c.owed = append(c.owed, sid)
-		}
-	}
+	c.closeLater(ctx, h)
 	t.release(c, unbind)
+}
+
+// closeLater sends kXR_close of h without waiting: settle reads the
+// answer before the connection's next use. Nothing is sent on a
+// connection in doubt (its files close with it).
+func (c *conn) closeLater(ctx context.Context, h xrootd.Handle) {
+	if c.broken || ctx.Err() != nil {
+		return
+	}
+	if sid, err := c.send(ctx, xrootd.ReqClose, xrootd.HandleBody(h), nil); err == nil {
+		c.owed = append(c.owed, sid)
+	}
 }
 
 // Read opens u (kXR_open with kXR_retstat, whose stat becomes the Info)
