@@ -1,22 +1,41 @@
 // Package auth decides whether an operation on a logical path is allowed.
-// Every front-end (HTTP/WebDAV now, root:// later) asks an Authorizer before
-// it touches a backend, so a policy is written once for all protocols.
-// Today's policy is per export: readable by anyone, writable unless the export
-// is read-only. Bearer tokens (WLCG/SciTokens) arrive as another Authorizer.
+// Every front-end (HTTP/WebDAV and root://) asks an Authorizer before it
+// touches a backend, so a policy is written once for all protocols and
+// roles. Front-ends only carry the request's credential (a raw bearer
+// token, the TLS peer's certificate chain) in a Request; the Policy
+// (policy.go) verifies it (auth/token, auth/x509auth) and applies the
+// site's rules. Nothing else in the tree parses a token.
 package auth
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 )
 
-// Sentinels: front-ends map ErrUnauthenticated to 401 and ErrForbidden to 403.
+// Sentinels: front-ends map ErrUnauthenticated to 401 and ErrForbidden to
+// 403 (root://: kXR_NotAuthorized for both).
 var (
 	ErrUnauthenticated = errors.New("authentication required")
 	ErrForbidden       = errors.New("forbidden")
+	// ErrCreateOnly refuses a Write that could replace an existing file
+	// to a credential that may only create new ones (WLCG
+	// storage.create). It wraps ErrForbidden: a front-end that can make
+	// the write exclusive (storage.CreateOptions.NoReplace) goes on with
+	// it; one that cannot answers 403.
+	ErrCreateOnly = fmt.Errorf("%w: may create new files only", ErrForbidden)
 )
+
+// Challenge is an error that tells a client how to authenticate: the
+// HTTP front-end sends it as WWW-Authenticate (RFC 6750), e.g.
+// `Bearer error="invalid_token", error_description="token expired"`.
+type Challenge interface {
+	error
+	// WWWAuthenticate is the header's value.
+	WWWAuthenticate() string
+}
 
 // Op is the kind of access asked for.
 type Op int
@@ -42,10 +61,18 @@ func (o Op) Modifies() bool { return o >= Write }
 type Request struct {
 	Op   Op
 	Path string
-	// Peer is the client's address; Subject the authenticated identity
-	// (empty when anonymous).
+	// Peer is the client's address; Subject the identity a protocol
+	// established without a verifiable credential (root:// unix/host),
+	// empty when anonymous.
 	Peer    string
 	Subject string
+	// Bearer is the request's raw bearer token (HTTP Authorization or
+	// authz, root:// ztn), "" when none. Never log it.
+	Bearer string
+	// Certs is the TLS client's certificate chain as presented (leaf
+	// first), not verified by the TLS stack: proxy chains (RFC 3820)
+	// need the Policy's own verifier.
+	Certs []*x509.Certificate
 }
 
 // Authorizer allows or refuses a request. A refusal wraps ErrForbidden or
