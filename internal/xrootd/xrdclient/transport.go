@@ -57,7 +57,12 @@ type Options struct {
 	// TLS configures roots:// connections (and root:// ones a server
 	// switches to TLS); nil: the system's roots, the URL's host name.
 	TLS *tls.Config
-	Log *slog.Logger
+	// Token, when set, gives the bearer token sent with the ztn security
+	// protocol when a server asks for it (only over TLS); it is called
+	// at each login, so a token file re-read by the caller carries a
+	// long job on. "" means no token.
+	Token func() (string, error)
+	Log   *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
