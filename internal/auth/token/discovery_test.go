@@ -176,7 +176,9 @@ func TestDiscoveryFailures(t *testing.T) {
 		want string // in lastErr
 	}{
 		{"no discovery document", nil, good, "404"},
-		{"document names another issuer", func(u string) any { return map[string]string{"issuer": "https://evil.example", "jwks_uri": u + "/jwks"} }, good, "names issuer"},
+		{"document names another issuer", func(u string) any {
+			return map[string]string{"issuer": "https://evil.example", "jwks_uri": u + "/jwks"}
+		}, good, "names issuer"},
 		{"jwks_uri over plain http", func(u string) any { return map[string]string{"issuer": u, "jwks_uri": "http://keys.example/jwks"} }, good, "loopback hosts only"},
 		{"jwks_uri not a URL", func(u string) any { return map[string]string{"issuer": u, "jwks_uri": "jwks"} }, good, "not an absolute URL"},
 		{"document not JSON", func(u string) any { return "{" }, good, "discovery document"},

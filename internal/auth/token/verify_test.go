@@ -1,6 +1,7 @@
 package token
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,6 +108,8 @@ func TestHostileTokens(t *testing.T) {
 		{"ES256 token with an RSA key's kid", rawToken(t, map[string]any{"alg": "ES256", "kid": "rsa1"}, good, rs256(rsaKey)), "key does not match algorithm"},
 		{"RS256 token with an EC key's kid", rawToken(t, map[string]any{"alg": "RS256", "kid": "ec1"}, good, rs256(rsaKey)), "key does not match algorithm"},
 		{"signed by a stranger's key with our kid", mint(t, strayKey, good), "bad signature"},
+		{"stranger's key embedded as jwk", rawToken(t, map[string]any{"alg": "RS256", "kid": "rsa1", "jwk": strayJWK(t)}, good, rs256(strayKey)), "bad signature"},
+		{"stranger's keys by jku", rawToken(t, map[string]any{"alg": "RS256", "kid": "rsa1", "jku": "https://evil.example/jwks"}, good, rs256(strayKey)), "bad signature"},
 		{"tampered payload", parts[0] + "." + b64json(t, with(good, "scope", "storage.modify:/")) + "." + parts[2], "bad signature"},
 		{"tampered signature", parts[0] + "." + parts[1] + "." + flip(parts[2], 10), "bad signature"},
 		{"truncated signature", valid[:len(valid)-12], "bad signature"},
@@ -382,4 +385,17 @@ func TestIssuersAndKeyState(t *testing.T) {
 	if _, _, err := v.KeyState("https://c.example"); err == nil {
 		t.Error("KeyState of an unknown issuer")
 	}
+}
+
+// strayJWK is the forger's public key as a JWK.
+func strayJWK(t *testing.T) map[string]any {
+	b, err := JWKS(strayKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set struct{ Keys []map[string]any }
+	if err := json.Unmarshal(b, &set); err != nil {
+		t.Fatal(err)
+	}
+	return set.Keys[0]
 }
