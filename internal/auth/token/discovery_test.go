@@ -2,12 +2,15 @@ package token
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -318,4 +321,118 @@ func TestNewErrors(t *testing.T) {
 	if n := refreshGoroutines(); n != 0 {
 		t.Errorf("%d refresh goroutines left", n)
 	}
+}
+
+// Without any token asking, a failed load is retried (backoff, capped at
+// Refresh) and a good one repeated every Refresh.
+func TestRetryAndPeriodicRefresh(t *testing.T) {
+	testKeys(t)
+	ti := newTestIssuer(t, rsaKey)
+	ti.down.Store(true)
+	v := discoveryVerifier(t, ti, func(c *Config) { c.Refresh, c.MinRefetch = 20*time.Millisecond, time.Hour })
+	waitFor(t, "a failed load", func() bool {
+		_, _, err := v.KeyState(ti.url)
+		return err != nil
+	})
+	ti.down.Store(false)
+	waitKeys(t, v, ti.url, "rsa1")
+	ti.setKeys(rsaKey2)
+	waitKeys(t, v, ti.url, "rsa2")
+	if kids, _, _ := v.KeyState(ti.url); !slices.Equal(kids, []string{"rsa2"}) {
+		t.Errorf("kids %q after rotation", kids)
+	}
+}
+
+// Verify, refetches and rotations at once (for -race).
+func TestConcurrentVerify(t *testing.T) {
+	testKeys(t)
+	ti := newTestIssuer(t, rsaKey, ecKey)
+	v := discoveryVerifier(t, ti, func(c *Config) { c.MinRefetch, c.CacheEntries = -1, 16 })
+	waitKeys(t, v, ti.url, "rsa1")
+	toks := []string{
+		mint(t, rsaKey, claimsFor(ti.url)),
+		mint(t, ecKey, claimsFor(ti.url)),
+		mint(t, rsaKey2, claimsFor(ti.url)),
+		mint(t, rsaKey, with(claimsFor(ti.url), "exp", t0.Add(-time.Hour).Unix())),
+	}
+	fresh := make([]string, 8) // one uncached token per goroutine, minted here (t.Fatal needs the test's goroutine)
+	for g := range fresh {
+		fresh[g] = mint(t, ecKey, with(claimsFor(ti.url), "jti", strconv.Itoa(g)))
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				if i%10 == 0 && g == 0 {
+					ti.setKeys(rsaKey, ecKey, rsaKey2)
+				}
+				tok := toks[(g+i)%len(toks)]
+				if i%7 == 0 {
+					tok = fresh[g]
+				}
+				c, err := v.Verify(tok)
+				if (c == nil) == (err == nil) {
+					t.Errorf("Verify = %v, %v", c, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Neither a refusal's log line nor a refresh's carries the token.
+func TestLogsNoToken(t *testing.T) {
+	testKeys(t)
+	ti := newTestIssuer(t, rsaKey)
+	var buf syncBuffer
+	v := discoveryVerifier(t, ti, func(c *Config) {
+		c.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.MinRefetch = -1
+	})
+	waitKeys(t, v, ti.url, "rsa1")
+	ti.down.Store(true)
+	var toks []string
+	for _, k := range []*Key{rsaKey2, otherKey, ecKey} {
+		tok := mint(t, k, claimsFor(ti.url))
+		toks = append(toks, tok)
+		if _, err := v.Verify(tok); err == nil {
+			t.Fatal("verified")
+		}
+	}
+	waitFor(t, "a failed refetch logged", func() bool { return strings.Contains(buf.String(), "not refreshed") })
+	ti.down.Store(false)
+	waitFor(t, "a refetch", func() bool {
+		_, _, err := v.KeyState(ti.url)
+		_, _ = v.Verify(toks[0])
+		return err == nil
+	})
+	v.Close()
+	out := buf.String()
+	if !strings.Contains(out, "unknown key id") {
+		t.Errorf("no refetch logged:\n%s", out)
+	}
+	for _, tok := range toks {
+		for _, p := range strings.Split(tok, ".") {
+			if strings.Contains(out, p[:16]) {
+				t.Fatalf("token in the log:\n%s", out)
+			}
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
