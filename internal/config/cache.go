@@ -31,6 +31,9 @@ type Cache struct {
 	// Upstream is the server or redirector the cache reads from
 	// (http(s)://host:port; redirects followed, alternates used).
 	Upstream string `yaml:"upstream"`
+	// UpstreamTokenFile is the cache's own bearer token for its upstream
+	// (re-read when it changes); clients' tokens are never forwarded.
+	UpstreamTokenFile string `yaml:"upstream_token_file"`
 	// Dir holds the cached blocks and their records; it survives restarts.
 	Dir string `yaml:"dir"`
 	// MaxSize bounds the bytes cached in Dir.
@@ -107,6 +110,7 @@ func DefaultCache() Cache {
 func (c Config) ValidateCache() error {
 	k := c.Cache
 	errs := validateFederation(k.Federation, "cache.federation")
+	errs = append(errs, c.Auth.validate()...)
 	if k.Listen == "" {
 		errs = append(errs, errors.New("cache.listen: empty"))
 	}

@@ -19,7 +19,9 @@ type Config struct {
 	Server     Server     `yaml:"server"`
 	Redirector Redirector `yaml:"redirector"`
 	Cache      Cache      `yaml:"cache"`
-	Log        Log        `yaml:"log"`
+	// Auth is the site policy of every role and protocol.
+	Auth Auth `yaml:"auth"`
+	Log  Log  `yaml:"log"`
 }
 
 // Server is the data server role.
@@ -130,6 +132,7 @@ func Default() Config {
 		},
 		Redirector: DefaultRedirector(),
 		Cache:      DefaultCache(),
+		Auth:       DefaultAuth(),
 		Log:        Log{Level: "info", Format: "text"},
 	}
 }
@@ -197,6 +200,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, validateFederation(s.Federation, "server.federation")...)
+	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Log.validate()...)
 	return errors.Join(errs...)
 }

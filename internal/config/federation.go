@@ -131,6 +131,7 @@ func validateFederation(f Federation, key string) []error {
 func (c Config) ValidateRedirector() error {
 	r := c.Redirector
 	errs := validateFederation(Federation{Join: r.Join, Advertise: r.Advertise, Heartbeat: r.Heartbeat}, "redirector")
+	errs = append(errs, c.Auth.validate()...)
 	if r.Listen == "" {
 		errs = append(errs, errors.New("redirector.listen: empty"))
 	}

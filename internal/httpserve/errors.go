@@ -114,6 +114,11 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		hdr.Del(k)
 	}
 	hdr.Set("X-Content-Type-Options", "nosniff")
+	if c := auth.ChallengeOf(err); c != "" && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+		hdr.Set("WWW-Authenticate", c)
+	} else if status == http.StatusUnauthorized {
+		hdr.Set("WWW-Authenticate", `Bearer realm="wanda"`)
+	}
 	var he *Error
 	if errors.As(err, &he) {
 		for k, v := range he.Header {

@@ -121,6 +121,9 @@ type target struct {
 	export  storage.Export
 	rel     string
 	found   bool // an export covers it
+	// createOnly: the credential may create this file but not replace
+	// it (WLCG storage.create); uploads are made exclusive.
+	createOnly error
 }
 
 // URLPath is the logical path as a URL path ("/store/a").
@@ -137,11 +140,6 @@ func (h *Handler) resolve(p string) (target, error) {
 	return target{logical: clean, export: e, rel: rel, found: ok}, nil
 }
 
-// authorize asks the Authorizer about op on t.
-func (h *Handler) authorize(ctx context.Context, r *http.Request, op auth.Op, t target) error {
-	return h.opts.Auth.Authorize(ctx, auth.Request{Op: op, Path: t.URLPath(), Peer: r.RemoteAddr})
-}
-
 // open resolves, authorizes and requires an export.
 func (h *Handler) open(r *http.Request, op auth.Op) (target, error) {
 	t, err := h.resolve(r.URL.Path)
@@ -155,6 +153,44 @@ func (h *Handler) open(r *http.Request, op auth.Op) (target, error) {
 		return t, errNoExport(t)
 	}
 	return t, nil
+}
+
+// openWrite is open for an upload: a credential that may only create new
+// files (auth.ErrCreateOnly) is let through with t.createOnly set, and the
+// upload is made exclusive (storage.CreateOptions.NoReplace).
+func (h *Handler) openWrite(r *http.Request) (target, error) {
+	t, err := h.resolve(r.URL.Path)
+	if err != nil {
+		return t, err
+	}
+	if err := h.authorize(r.Context(), r, auth.Write, t); err != nil {
+		if !errors.Is(err, auth.ErrCreateOnly) {
+			return t, err
+		}
+		t.createOnly = err
+	}
+	if !t.found {
+		return t, errNoExport(t)
+	}
+	return t, nil
+}
+
+// noReplace reports whether an upload to t must not replace a file: the
+// client asked (Overwrite: F, If-None-Match: *) or its credential may
+// only create.
+func (t target) noReplace(r *http.Request) bool {
+	return t.createOnly != nil || noReplaceAsked(r)
+}
+
+// existsErr is the answer to an exclusive upload whose target exists.
+func (t target) existsErr(meanwhile bool) error {
+	if t.createOnly != nil {
+		return t.createOnly // 403: the credential cannot replace files
+	}
+	if meanwhile {
+		return Errorf(http.StatusPreconditionFailed, "%s was created meanwhile and the request forbids replacing it", t.URLPath())
+	}
+	return Errorf(http.StatusPreconditionFailed, "%s exists and the request forbids replacing it", t.URLPath())
 }
 
 func errNoExport(t target) error {

@@ -21,7 +21,7 @@ import (
 // committed under the name. A short body, a disconnect or a mismatch aborts
 // and leaves nothing behind.
 func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.open(r, auth.Write)
+	t, err := h.openWrite(r)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noReplace := noReplaceAsked(r)
+	noReplace := t.noReplace(r)
 	be := t.export.Backend
 	existed, err := putPreconditions(r.Context(), be, t, noReplace, r.Header.Get("If-Match"))
 	if err != nil {
@@ -83,7 +83,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	fi, err := up.Commit(r.Context())
 	if errors.Is(err, storage.ErrExist) {
-		return Errorf(http.StatusPreconditionFailed, "%s was created meanwhile and the request forbids replacing it", t.URLPath())
+		return t.existsErr(true)
 	}
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func putPreconditions(ctx context.Context, be storage.Backend, t target, noRepla
 		return true, Errorf(http.StatusConflict, "%s is a directory", t.URLPath())
 	}
 	if noReplace {
-		return true, Errorf(http.StatusPreconditionFailed, "%s exists and the request forbids replacing it", t.URLPath())
+		return true, t.existsErr(false)
 	}
 	if ifMatch != "" && !etagListMatch(ifMatch, ETag(fi), true) {
 		return true, Errorf(http.StatusPreconditionFailed, "%s: If-Match does not match the current ETag", t.URLPath())

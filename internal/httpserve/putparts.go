@@ -223,7 +223,7 @@ func (h *Handler) startSession(r *http.Request, t target, rb storage.RandomUploa
 	var up storage.RandomUpload
 	defer func() { h.parts.started(s, up, err) }()
 	s.size = size
-	s.noReplace, s.ifMatch = noReplaceAsked(r), r.Header.Get("If-Match")
+	s.noReplace, s.ifMatch = t.noReplace(r), r.Header.Get("If-Match")
 	if _, err := putPreconditions(r.Context(), t.export.Backend, t, s.noReplace, s.ifMatch); err != nil {
 		return err
 	}
@@ -277,13 +277,15 @@ func (h *Handler) completeParts(w http.ResponseWriter, r *http.Request, t target
 			}
 		}
 	}
-	existed, err := putPreconditions(ctx, t.export.Backend, t, s.noReplace, s.ifMatch)
+	// The committing part's credential counts too: a create-only one
+	// never replaces a file.
+	existed, err := putPreconditions(ctx, t.export.Backend, t, s.noReplace || t.createOnly != nil, s.ifMatch)
 	if err != nil {
 		return err
 	}
 	fi, err := s.up.Commit(ctx)
 	if errors.Is(err, storage.ErrExist) {
-		return Errorf(http.StatusPreconditionFailed, "%s was created meanwhile and the request forbids replacing it", t.URLPath())
+		return t.existsErr(true)
 	}
 	if err != nil {
 		return h.commitErr(ctx, t, err)

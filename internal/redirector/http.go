@@ -354,18 +354,29 @@ func (r *Redirector) redirectWrite(w http.ResponseWriter, req *http.Request, p s
 func (r *Redirector) redirect(w http.ResponseWriter, req *http.Request, p string, reps []fed.Replica) {
 	// The query goes along byte for byte (tokens such as
 	// authz=Bearer%20... must not be re-encoded), less our tried=.
-	var keep []string
+	// A token in the query (authz) travels only to members reached over
+	// TLS: a plain-http target gets the query without it, and the client
+	// presents its token again (as it does with an Authorization header,
+	// which no redirect carries).
+	var keep, keepPlain []string
 	for _, kv := range strings.Split(req.URL.RawQuery, "&") {
 		if k, _, _ := strings.Cut(kv, "="); kv != "" && k != fed.ParamTried {
 			keep = append(keep, kv)
+			if k != "authz" {
+				keepPlain = append(keepPlain, kv)
+			}
 		}
 	}
-	rawQuery := strings.Join(keep, "&")
+	rawQuery, plainQuery := strings.Join(keep, "&"), strings.Join(keepPlain, "&")
 	target := func(u string) string {
-		if rawQuery == "" {
+		q := rawQuery
+		if !strings.HasPrefix(u, "https://") {
+			q = plainQuery
+		}
+		if q == "" {
 			return u
 		}
-		return u + "?" + rawQuery
+		return u + "?" + q
 	}
 	for i, x := range reps {
 		w.Header().Add("Link", fmt.Sprintf("<%s>; rel=duplicate; pri=%d", target(x.URL), i+1))
