@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
