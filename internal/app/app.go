@@ -48,6 +48,7 @@ type Server struct {
 	joiner   *fed.Joiner
 	software string
 	xrd      *xrdserver.Server // root:// on the same port; nil when off
+	policy   *sitePolicy
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -90,12 +91,16 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		s.Close()
 		return nil, err
 	}
+	if s.policy, err = newPolicy(cfg.Auth, rules, log); err != nil {
+		s.Close()
+		return nil, err
+	}
 	m := metrics.NewHTTP(reg, "server")
 	s.metrics = m
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	data := httpserve.New(httpserve.Options{
 		Namespace:   ns,
-		Auth:        auth.ExportPolicy{Rules: rules},
+		Auth:        s.policy,
 		Log:         log.With("component", "http"),
 		Metrics:     m,
 		MaxRanges:   cfg.Server.HTTP.MaxRanges,
@@ -109,13 +114,14 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		s.Close()
 		return nil, err
 	}
+	tlsCfg = s.policy.serverTLS(tlsCfg)
 	if cfg.Server.XRootD.Enabled {
 		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
 			Metrics:       s.xmetrics,
 			Inline:        true, // local disks: see xrdserver.Options.Inline
 			Namespace:     ns,
-			Auth:          auth.ExportPolicy{Rules: rules},
+			Auth:          s.policy,
 			Log:           log.With("component", "xrootd"),
 			MaxConnsPerIP: cfg.Server.XRootD.MaxConnsPerIP,
 			TLS:           tlsCfg, // roots://, negotiated inside the protocol
@@ -193,10 +199,14 @@ func (s *Server) self() fed.Member {
 	}
 }
 
-// Close releases the export directories.
+// Close releases the export directories and stops the policy's key
+// refreshes.
 func (s *Server) Close() {
 	for _, b := range s.backends {
 		b.Close()
+	}
+	if s.policy != nil {
+		s.policy.close()
 	}
 }
 

@@ -34,6 +34,7 @@ type Cache struct {
 	url      atomic.Pointer[string]
 	joiner   *fed.Joiner
 	xrd      *xrdserver.Server // root:// from the cache's blocks
+	policy   *sitePolicy
 }
 
 // NewCache opens the cache directory (its contents come back) and builds
@@ -55,6 +56,12 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		return nil, err
 	}
 	c := &Cache{cfg: k, log: log, core: core}
+	// The cache authorizes its clients itself: cached bytes of a
+	// protected path reach only clients with rights to it.
+	if c.policy, err = newPolicy(cfg.Auth, []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}, log); err != nil {
+		core.Close()
+		return nil, err
+	}
 	ns, err := storage.NewNamespace(storage.Export{Prefix: "", Backend: core.Backend()})
 	if err != nil {
 		core.Close()
@@ -65,7 +72,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.data = httpserve.New(httpserve.Options{
 		Namespace: ns,
-		Auth:      auth.ExportPolicy{Rules: []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}},
+		Auth:      c.policy,
 		Log:       log.With("component", "http"),
 		Metrics:   m,
 		MaxRanges: config.Default().Server.HTTP.MaxRanges,
@@ -75,7 +82,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		c.xrd = xrdserver.NewServer(xrdserver.Options{
 			Metrics:   c.xmetrics,
 			Namespace: ns,
-			Auth:      auth.ExportPolicy{Rules: []auth.ExportRule{{Prefix: "/", ReadOnly: k.Writes != "passthrough"}}},
+			Auth:      c.policy,
 			Log:       log.With("component", "xrootd"),
 		})
 	}
@@ -86,9 +93,10 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	}, dataH)
 	c.http = newHTTPServer(front, config.Default().Server.HTTP, m, log)
 	if c.http.TLSConfig, err = loadTLS(k.TLS, "cache"); err != nil {
-		core.Close()
+		c.Close()
 		return nil, err
 	}
+	c.http.TLSConfig = c.policy.serverTLS(c.http.TLSConfig)
 	return c, nil
 }
 
@@ -131,7 +139,10 @@ func (c *Cache) URL() string {
 }
 
 // Close saves the records and stops the purger.
-func (c *Cache) Close() error { return c.core.Close() }
+func (c *Cache) Close() error {
+	c.policy.close()
+	return c.core.Close()
+}
 
 // self describes the cache to its redirectors: role cache, everything
 // under "/", read-only unless writes pass through.

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -34,6 +33,8 @@ type Redirector struct {
 	tls *tls.Config
 	rd  atomic.Pointer[redirector.Redirector] // set by Serve
 	url atomic.Pointer[string]
+	// policy is checked before any redirect: no rights, no redirect.
+	policy *sitePolicy
 }
 
 // NewRedirector checks the configuration and loads TLS material; the
@@ -47,6 +48,10 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 	if r.tls, err = loadTLS(cfg.Redirector.TLS, "redirector"); err != nil {
 		return nil, err
 	}
+	if r.policy, err = newPolicy(cfg.Auth, nil, log); err != nil {
+		return nil, err
+	}
+	r.tls = r.policy.serverTLS(r.tls)
 	return r, nil
 }
 
@@ -88,7 +93,11 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	r.rd.Store(rd)
 	m := metrics.NewHTTP(r.reg, "redirector")
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api := httpserve.Middleware(rd.Handler(), r.log.With("component", "access"), m)
+	defer r.policy.close()
+	// Data paths are authorized before any lookup or redirect; the
+	// federation API has its own tokens (docs/federation.md).
+	gated := httpserve.Gate(rd.Handler(), r.policy, func(p string) bool { return strings.HasPrefix(p, "/api/v1/") })
+	api := httpserve.Middleware(gated, r.log.With("component", "access"), m)
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
@@ -97,7 +106,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		// servers answer root:// on their HTTP port).
 		xs := xrdserver.NewServer(xrdserver.Options{
 			Metrics: metrics.NewXRootD(r.reg, "redirector"),
-			Auth:    auth.AllowAll{},
+			Auth:    r.policy,
 			Log:     r.log.With("component", "xrootd"),
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
 				return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))

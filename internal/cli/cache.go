@@ -18,8 +18,10 @@ import (
 func newCacheCmd() *cobra.Command {
 	var (
 		cfgFile, listen, upstream, dir, maxSize, blockSize, logLevel, logFormat, writes, verify string
+		upToken                                                                                 string
 		prefetch, streams                                                                       int
 		ff                                                                                      fedFlags
+		af                                                                                      authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -56,6 +58,7 @@ block and LRU purging between watermarks (docs/cache.md).
 				set("listen", func() error { k.Listen = listen; return nil }),
 				set("upstream", func() error { k.Upstream = upstream; return nil }),
 				set("dir", func() error { k.Dir = dir; return nil }),
+				set("upstream-token", func() error { k.UpstreamTokenFile = upToken; return nil }),
 				set("max-size", func() error { return k.MaxSize.UnmarshalText([]byte(maxSize)) }),
 				set("block-size", func() error { return k.BlockSize.UnmarshalText([]byte(blockSize)) }),
 				set("prefetch", func() error { k.Prefetch = prefetch; return nil }),
@@ -68,6 +71,9 @@ block and LRU purging between watermarks (docs/cache.md).
 				if err != nil {
 					return err
 				}
+			}
+			if err := af.apply(cmd, &cfg.Auth, &k.TLS); err != nil {
+				return err
 			}
 			fc := &k.Federation
 			if err := ff.apply(cmd, &fc.Join, &fc.Advertise, &fc.ID, &fc.Labels, &fc.Priority, &fc.Token); err != nil {
@@ -95,6 +101,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&listen, "listen", config.DefaultCache().Listen, "address to serve HTTP(S) on")
 	f.StringVar(&upstream, "upstream", "", "the server or redirector to read from (http(s)://host:port)")
 	f.StringVar(&dir, "dir", "", "directory for cached blocks (kept across restarts)")
+	f.StringVar(&upToken, "upstream-token", "", "bearer token file the cache reads its upstream with (re-read when it changes)")
 	f.StringVar(&maxSize, "max-size", "10GiB", "most bytes cached")
 	f.StringVar(&blockSize, "block-size", "1MiB", "caching block size (a power of two, 4KiB-64MiB)")
 	f.IntVar(&prefetch, "prefetch", config.DefaultCache().Prefetch, "blocks fetched ahead of a sequential reader")
@@ -104,6 +111,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
+	af.add(cmd)
 	cmd.AddCommand(newCacheStatsCmd())
 	return cmd
 }

@@ -66,6 +66,7 @@ func newRedirectorCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat string
 		ff                                   fedFlags
+		af                                   authFlags
 		members                              []string
 	)
 	cmd := &cobra.Command{
@@ -93,6 +94,9 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			}
 			r := &cfg.Redirector
 			if err := ff.apply(cmd, &r.Join, &r.Advertise, &r.ID, &r.Labels, &r.Priority, &r.Token); err != nil {
+				return err
+			}
+			if err := af.apply(cmd, &cfg.Auth, &r.TLS); err != nil {
 				return err
 			}
 			for _, spec := range members {
@@ -134,6 +138,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 

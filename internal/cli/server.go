@@ -17,6 +17,7 @@ func newServerCmd() *cobra.Command {
 		cfgFile, listen, logLevel, logFormat string
 		exports, exportsRO                   []string
 		ff                                   fedFlags
+		af                                   authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -57,6 +58,9 @@ Flags override the config file; --export adds to its exports.
 			if cmd.Flags().Changed("listen") {
 				cfg.Server.Listen = listen
 			}
+			if err := af.apply(cmd, &cfg.Auth, &cfg.Server.TLS); err != nil {
+				return err
+			}
 			fc := &cfg.Server.Federation
 			if err := ff.apply(cmd, &fc.Join, &fc.Advertise, &fc.ID, &fc.Labels, &fc.Priority, &fc.Token); err != nil {
 				return err
@@ -92,6 +96,7 @@ Flags override the config file; --export adds to its exports.
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 

@@ -10,6 +10,7 @@ package testserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,10 @@ type Options struct {
 	// Listener, if set, wraps the listener before the server accepts on
 	// it (to watch the raw requests).
 	Listener func(net.Listener) net.Listener
+	// Configure, if set, changes the configuration before the server is
+	// built (auth policy, TLS...). With TLS the URL is https:// and the
+	// health check does not verify the certificate.
+	Configure func(*config.Config)
 }
 
 // Start serves exports until the test ends; see StartWith.
@@ -60,6 +65,13 @@ func StartWith(t testing.TB, o Options, exports ...config.Export) *Server {
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.ShutdownTimeout = shutdownTimeout
 	cfg.Server.Exports = exports
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	scheme := "http"
+	if cfg.Server.TLS.Enabled() {
+		scheme = "https"
+	}
 	logs := &LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
@@ -71,7 +83,7 @@ func StartWith(t testing.TB, o Options, exports ...config.Export) *Server {
 		srv.Close()
 		t.Fatalf("listen: %v", err)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), exports: exports}
+	s := &Server{URL: scheme + "://" + ln.Addr().String(), Addr: ln.Addr().String(), exports: exports}
 	if o.Listener != nil {
 		ln = o.Listener(ln)
 	}
@@ -113,7 +125,8 @@ func (s *Server) Dir(prefix string) string {
 // fails the test early if Serve returns (stopped, with *serveErr) first.
 func waitHealthy(t testing.TB, base string, stopped <-chan struct{}, serveErr *error) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+	// Loopback only: the certificate is the test's own.
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
