@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
-		"errors"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -151,4 +151,3 @@ func InspectToken(ctx context.Context, c config.Auth, raw, path, op string) (str
 }
 
 var opNames = map[string]auth.Op{"read": auth.Read, "list": auth.List, "write": auth.Write, "delete": auth.Delete, "mkdir": auth.Mkdir, "move": auth.Move}
-
