@@ -117,9 +117,6 @@ func (v *Verifier) checkClaims(p payload, is *issuer, now time.Time) (*Claims, *
 	if c.Subject, _, ok = p.str("sub"); !ok {
 		return nil, errBadClaim
 	}
-	if c.Subject == "" {
-		return nil, errMissingSub
-	}
 	if c.ID, _, ok = p.str("jti"); !ok {
 		return nil, errBadClaim
 	}
@@ -138,16 +135,27 @@ func (v *Verifier) checkClaims(p payload, is *issuer, now time.Time) (*Claims, *
 	default:
 		ver, hasVer, ok := p.str("ver")
 		name, num, _ := strings.Cut(ver, ":")
-		if !hasVer || !ok || (name != "scitoken" && name != "scitokens") {
+		switch {
+		case !hasVer && hasScope && sciTokens1(scope):
+			// SciTokens 1.0 has no ver claim: the reference library
+			// (PyPI scitokens) mints such tokens. Only with SciTokens
+			// scopes: a token with WLCG scopes must say wlcg.ver.
+			num = "1.0"
+		case !hasVer || !ok || (name != "scitoken" && name != "scitokens"):
 			return nil, errMissingVer
 		}
-		if num != "2.0" {
+		if num != "2.0" && num != "1.0" {
 			return nil, errWrongSciVer
 		}
 		if !hasScope {
 			return nil, errMissingScope
 		}
-		c.Profile = ProfileSciTokens
+		c.Profile, c.Version = ProfileSciTokens, num
+	}
+	// The WLCG profile requires sub; SciTokens do not (the reference
+	// library sets none).
+	if c.Subject == "" && c.Profile == ProfileWLCG {
+		return nil, errMissingSub
 	}
 	if hasScope {
 		scopes, err := ParseScopes(scope, is.cfg.BasePath, c.Profile)
@@ -212,4 +220,15 @@ func (v *Verifier) audienceOK(aud []string) bool {
 		}
 	}
 	return false
+}
+
+// sciTokens1 reports whether every scope is a SciTokens one (read:,
+// write:, or another name without the WLCG storage. prefix).
+func sciTokens1(scope string) bool {
+	for _, f := range strings.Fields(scope) {
+		if strings.HasPrefix(f, "storage.") {
+			return false
+		}
+	}
+	return true
 }

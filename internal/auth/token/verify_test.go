@@ -139,7 +139,9 @@ func TestHostileTokens(t *testing.T) {
 		{"wrong wlcg.ver", mint(t, rsaKey, with(good, "wlcg.ver", "2.0")), "unsupported wlcg.ver"},
 		{"wlcg.ver a number", mint(t, rsaKey, with(good, "wlcg.ver", 1.0)), "unsupported wlcg.ver"},
 		{"other ver", mint(t, rsaKey, with(good, "wlcg.ver", nil, "ver", "1.0")), "missing wlcg.ver"},
-		{"scitokens 1.0", mint(t, rsaKey, with(good, "wlcg.ver", nil, "ver", "scitoken:1.0")), "unsupported ver"},
+		{"scitokens 3.0", mint(t, rsaKey, with(good, "wlcg.ver", nil, "ver", "scitoken:3.0")), "unsupported ver"},
+		{"no ver, WLCG scopes", mint(t, rsaKey, with(good, "wlcg.ver", nil)), "missing wlcg.ver"},
+		{"no ver, SciTokens and WLCG scopes", mint(t, rsaKey, with(good, "wlcg.ver", nil, "scope", "read:/ storage.read:/")), "missing wlcg.ver"},
 		{"scitokens without scope", mint(t, rsaKey, with(good, "wlcg.ver", nil, "ver", "scitoken:2.0", "scope", nil)), "missing scope"},
 		{"missing sub", mint(t, rsaKey, with(good, "sub", nil)), "missing sub"},
 		{"empty sub", mint(t, rsaKey, with(good, "sub", "")), "missing sub"},
@@ -204,12 +206,17 @@ func TestValidTokens(t *testing.T) {
 		}, []string{"storage.read:/store", "storage.create:/store/user/alice"}},
 		{"WLCG ES256", mint(t, ecKey, good), nil, []string{"storage.read:/store", "storage.create:/store/user/alice"}},
 		{"SciTokens under a base path, no kid, single-key issuer", rawToken(t, map[string]any{"alg": "RS256", "typ": "JWT"}, sci, rs256(otherKey)), func(t *testing.T, c *Claims) {
-			if c.Profile != "scitokens" || c.Version != "" || c.Issuer != issB || c.BasePath != "/b" {
+			if c.Profile != "scitokens" || c.Version != "2.0" || c.Issuer != issB || c.BasePath != "/b" {
 				t.Errorf("claims %+v", c)
 			}
 		}, []string{"storage.read:/b/data", "storage.create:/b/data/out", "storage.modify:/b/data/out"}},
 		{"scitokens: prefix", mint(t, otherKey, with(sci, "ver", "scitokens:2.0", "iss", "https://b.example")), nil,
 			[]string{"storage.read:/b/data", "storage.create:/b/data/out", "storage.modify:/b/data/out"}},
+		{"SciTokens 1.0 as the reference library mints it: no ver, no sub", mint(t, otherKey, with(sci, "ver", nil, "sub", nil, "iss", "https://b.example")), func(t *testing.T, c *Claims) {
+			if c.Profile != "scitokens" || c.Version != "1.0" || c.Subject != "" {
+				t.Errorf("claims %+v", c)
+			}
+		}, []string{"storage.read:/b/data", "storage.create:/b/data/out", "storage.modify:/b/data/out"}},
 		{"aud array with one match", mint(t, rsaKey, with(good, "aud", []string{"x", testAud})), nil, []string{"storage.read:/store", "storage.create:/store/user/alice"}},
 		{"WLCG any audience", mint(t, rsaKey, with(good, "aud", AnyAudienceWLCG, "scope", nil)), nil, nil},
 		{"expired within skew", mint(t, rsaKey, with(good, "exp", t0.Add(-59*time.Second).Unix())), nil, []string{"storage.read:/store", "storage.create:/store/user/alice"}},
