@@ -105,6 +105,9 @@ func newTokenCreateCmd() *cobra.Command {
 			if keyFile == "" || issuer == "" {
 				return usagef("create needs --key and --issuer")
 			}
+			if profile != "wlcg" && profile != "scitokens" {
+				return usagef("--profile %q: wlcg or scitokens", profile)
+			}
 			k, err := token.LoadKey(keyFile, kid)
 			if err != nil {
 				return err
@@ -178,6 +181,9 @@ wanda site configured by --config or the --token-* flags would, and with
 policy allows that operation and why not.`,
 		Args: nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, ok := tokenOps[op]; !ok {
+				return usagef("--op %q: read, list, write, delete, mkdir or move", op)
+			}
 			raw, err := readTokenArg(cmd, args)
 			if err != nil {
 				return err
@@ -218,6 +224,8 @@ policy allows that operation and why not.`,
 	f.StringVar(&op, "op", "read", "operation to check: read, list, write, delete, mkdir, move")
 	return cmd
 }
+
+var tokenOps = map[string]bool{"read": true, "list": true, "write": true, "delete": true, "mkdir": true, "move": true}
 
 func readTokenArg(cmd *cobra.Command, args []string) (string, error) {
 	var b []byte

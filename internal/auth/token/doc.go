@@ -1,5 +1,6 @@
 // Package token verifies OAuth2 bearer tokens of the WLCG Common JWT
-// Profile and of SciTokens 2.0, and mints them for tests, the demo issuer
+// Profile and of SciTokens (2.0, and 1.0 as the reference library still
+// mints them: no ver and no sub, SciTokens scopes only), and mints them for tests, the demo issuer
 // and `wanda token create`.
 //
 // # What the library does and what is ours

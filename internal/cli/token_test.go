@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testserver"
+)
+
+// TestTokenCommands: keygen, create, inspect, and the token accepted by a
+// server configured with the same flags a site would use.
+func TestTokenCommands(t *testing.T) {
+	dir := t.TempDir()
+	key, jwks, tokFile := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.jwks"), filepath.Join(dir, "tok")
+	const iss, aud = "https://issuer.test", "https://site.test"
+	if code, out := run(t, "token", "keygen", "--alg", "RS256", "--kid", "k1", "--out", key, "--jwks", jwks); code != 0 {
+		t.Fatalf("keygen: %d %s", code, out)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	if code, out := run(t, "token", "keygen", "--out", key); code == 0 || !strings.Contains(out, "exists") {
+		t.Fatalf("keygen over an existing key: %d %s", code, out)
+	}
+	if code, out := run(t, "token", "create", "--key", key, "--kid", "k1", "--issuer", iss, "--aud", aud,
+		"--scope", "storage.read:/ storage.create:/user/alice", "--sub", "alice", "--out", tokFile); code != 0 {
+		t.Fatalf("create: %d %s", code, out)
+	}
+	flags := []string{"--token-issuer", iss + "=/store", "--token-keys", iss + "=" + jwks, "--token-audience", aud}
+
+	// inspect: allowed, create-only, refused with the missing scope.
+	for _, c := range []struct {
+		op, path string
+		code     int
+		want     string
+	}{
+		{"read", "/store/data/f", 0, "read /store/data/f: ALLOWED"},
+		{"write", "/store/user/alice/f", 0, "ALLOWED for a new file only"},
+		{"delete", "/store/user/alice/f", 1, "does not grant storage.modify:/user/alice/f"},
+	} {
+		args := append([]string{"token", "inspect", "--path", c.path, "--op", c.op, tokFile}, flags...)
+		code, out := run(t, args...)
+		if code != c.code || !strings.Contains(out, c.want) || !strings.Contains(out, `"wlcg.ver": "1.0"`) || !strings.Contains(out, "verify: OK") {
+			t.Errorf("inspect %s %s: %d\n%s", c.op, c.path, code, out)
+		}
+	}
+	// A wrong audience is explained.
+	args := append([]string{"token", "inspect", tokFile}, "--token-issuer", iss, "--token-keys", iss+"="+jwks, "--token-audience", "https://other")
+	if code, out := run(t, args...); code != 1 || !strings.Contains(out, "REFUSED: invalid token: wrong audience") {
+		t.Errorf("inspect, wrong audience: %d\n%s", code, out)
+	}
+
+	// The same token at a server configured alike.
+	raw, _ := os.ReadFile(tokFile)
+	srv := testserver.StartWith(t, testserver.Options{Configure: func(c *config.Config) {
+		c.Auth.Tokens.Issuers = []config.TokenIssuer{{URL: iss, BasePath: "/store", JWKSFile: jwks}}
+		c.Auth.Tokens.Audiences = []string{aud}
+	}}, config.Export{Prefix: "/store", Path: t.TempDir()})
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/store/user/alice/f", strings.NewReader("x"))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(raw)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT with the created token: %d", resp.StatusCode)
+	}
+}
+
+func TestTokenFlagsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"server", "--export", "/x=" + t.TempDir(), "--token-issuer", "=/store"},
+		{"server", "--export", "/x=" + t.TempDir(), "--token-keys", "https://i.test"},
+		{"server", "--export", "/x=" + t.TempDir(), "--token-issuer", "ftp://i.test"},
+		{"server", "--export", "/x=" + t.TempDir(), "--token-issuer", "http://issuer.example.org"},
+		{"token", "create", "--key", "k.pem"},
+		{"token", "create", "--key", "k.pem", "--issuer", "https://i", "--profile", "x"},
+		{"token", "inspect", "--op", "chmod", "--path", "/x", "--token-issuer", "https://i.test"},
+	} {
+		if code, out := run(t, args...); code != 2 || !strings.Contains(out, "wanda:") {
+			t.Errorf("%v: exit %d, want 2 (usage); output %q", args, code, out)
+		}
+	}
+}
