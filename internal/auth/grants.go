@@ -172,10 +172,17 @@ func (id *identity) describe() string {
 	return strings.Join(parts, " and ")
 }
 
+// allGrants lists a token's scopes as its issuer wrote them: relative
+// to the issuer's base path (the paths in a refusal are too).
 func allGrants(c *token.Claims) []string {
 	var out []string
-	for _, r := range []token.Right{token.Read, token.Create, token.Modify, token.Stage} {
-		out = append(out, c.Grants(r)...)
+	base := strings.TrimSuffix(c.BasePath, "/")
+	for _, sc := range c.Scopes {
+		rel := strings.TrimPrefix(sc.Path, base)
+		if rel == "" {
+			rel = "/"
+		}
+		out = append(out, sc.Right.String()+":"+rel)
 	}
 	if len(out) == 0 {
 		out = []string{"none"}

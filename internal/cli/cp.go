@@ -11,11 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wanda-fed/wanda/internal/client"
-	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // clientFlags are the engine settings every transferring verb takes.
 type clientFlags struct {
+	credFlags
 	retries int
 	stall   time.Duration
 	verbose bool
@@ -25,9 +25,12 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.retries, "retries", client.DefaultPolicy.Attempts-1, "retries per request after the first try (progress resets the count)")
 	cmd.Flags().DurationVar(&f.stall, "stall-timeout", client.DefaultPolicy.Stall, "abort and retry a request that moves no byte for this long")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log retries, redirects and fallbacks to stderr")
+	f.credFlags.add(cmd)
 }
 
-func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
+// client builds the engine; urls are the ones the user named (their hosts
+// may get the token over plain http).
+func (f *clientFlags) client(stderr io.Writer, urls ...string) (*client.Client, error) {
 	if f.retries < 0 {
 		return nil, usagef("--retries must be >= 0")
 	}
@@ -43,7 +46,10 @@ func (f *clientFlags) client(stderr io.Writer) (*client.Client, error) {
 	}
 	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.HTTP.Log = c.Log
-	xrdclient.Register(c) // root://, roots://, logging with c.Log
+	// root://, roots:// (logging with c.Log), and the credentials.
+	if err := f.credFlags.apply(c, urls...); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -102,7 +108,7 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 	if err := client.CheckChecksum(f.opts.Checksum); err != nil {
 		return usageError{err}
 	}
-	c, err := f.client(cmd.ErrOrStderr())
+	c, err := f.client(cmd.ErrOrStderr(), append(append([]string(nil), srcs...), dst)...)
 	if err != nil {
 		return err
 	}

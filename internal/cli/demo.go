@@ -116,6 +116,9 @@ func newDemoCmd() *cobra.Command {
 			if err := runFedDemo(ctx, out, logw, dir); err != nil {
 				return err
 			}
+			if err := runAuthDemo(ctx, out, logw, dir); err != nil {
+				return err
+			}
 			fmt.Fprintf(out, "Try it yourself:\n  curl -H 'Range: bytes=0-99,1000-1099' %s/store/data/file-1m.bin\n  python3 -c \"import uproot; print(uproot.open('%s/store/%s')['events'].arrays())\"\n  xrdcp root://%s//store/data/file-1m.bin /tmp/\n", base, base, demo.RootPath, ln.Addr())
 			if exit {
 				return nil

@@ -70,6 +70,35 @@ func TestTokenCommands(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT with the created token: %d", resp.StatusCode)
 	}
+
+	// The client verbs: without a token refused with the reason, with
+	// --token or BEARER_TOKEN_FILE accepted.
+	src := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(src, []byte("payload\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BEARER_TOKEN", "")
+	t.Setenv("BEARER_TOKEN_FILE", "")
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	if code, out := run(t, "put", "-q", src, srv.URL+"/store/user/alice/g"); code != 1 || !strings.Contains(out, "401") || !strings.Contains(out, "a credential is needed") {
+		t.Fatalf("put without a token: %d %s", code, out)
+	}
+	if code, out := run(t, "put", "-q", "--token", tokFile, src, srv.URL+"/store/user/alice/g"); code != 0 {
+		t.Fatalf("put --token: %d %s", code, out)
+	}
+	if code, out := run(t, "rm", "--token", tokFile, srv.URL+"/store/user/alice/g"); code != 1 || !strings.Contains(out, "storage.modify:/user/alice/g") {
+		t.Fatalf("rm with a create-only token: %d %s", code, out)
+	}
+	t.Setenv("BEARER_TOKEN_FILE", tokFile)
+	if code, out := run(t, "mkdir", srv.URL+"/store/user/alice/d"); code != 0 {
+		t.Fatalf("mkdir with BEARER_TOKEN_FILE: %d %s", code, out)
+	}
+	if code, out := run(t, "cat", srv.URL+"/store/user/alice/g"); code != 0 || out != "payload\n" {
+		t.Fatalf("cat: %d %q", code, out)
+	}
+	if strings.Contains(srv.Log(), strings.TrimSpace(string(raw))[40:80]) {
+		t.Fatal("the token reached the server's log")
+	}
 }
 
 func TestTokenFlagsUsage(t *testing.T) {

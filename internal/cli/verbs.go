@@ -13,7 +13,6 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/client"
-	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // remoteURL checks that a verb's argument is an http(s) URL.
@@ -25,12 +24,14 @@ func remoteURL(s string) (string, error) {
 	return s, nil
 }
 
-// newClient is the client engine with every transport wanda has: HTTP(S)
-// and root://.
-func newClient() *client.Client {
+// newClient is the client engine with every transport wanda has (HTTP(S)
+// and root://) and the credentials of f; urls are the ones the user named.
+func newClient(f *credFlags, urls ...string) (*client.Client, error) {
 	c := client.New()
-	xrdclient.Register(c)
-	return c
+	if err := f.apply(c, urls...); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func newGetCmd() *cobra.Command {
@@ -73,6 +74,7 @@ func newPutCmd() *cobra.Command {
 
 func newLsCmd() *cobra.Command {
 	var long, asJSON bool
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "ls URL",
 		Short: "List a directory",
@@ -82,7 +84,11 @@ func newLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			infos, err := newClient().List(cmd.Context(), u)
+			c, err := newClient(&cf, u)
+			if err != nil {
+				return err
+			}
+			infos, err := c.List(cmd.Context(), u)
 			if err != nil {
 				return err
 			}
@@ -113,11 +119,13 @@ func newLsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show type, size and modification time")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cf.add(cmd)
 	return cmd
 }
 
 func newStatCmd() *cobra.Command {
 	var asJSON bool
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "stat URL",
 		Short: "Show size, type and modification time",
@@ -127,7 +135,11 @@ func newStatCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := newClient().Stat(cmd.Context(), u)
+			c, err := newClient(&cf, u)
+			if err != nil {
+				return err
+			}
+			in, err := c.Stat(cmd.Context(), u)
 			if err != nil {
 				return err
 			}
@@ -151,17 +163,22 @@ func newStatCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cf.add(cmd)
 	return cmd
 }
 
 func newRmCmd() *cobra.Command {
 	var recursive bool
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "rm URL...",
 		Short: "Remove files (and directories with -r)",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newClient()
+			c, err := newClient(&cf, args...)
+			if err != nil {
+				return err
+			}
 			for _, a := range args {
 				u, err := remoteURL(a)
 				if err != nil {
@@ -175,17 +192,22 @@ func newRmCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their contents")
+	cf.add(cmd)
 	return cmd
 }
 
 func newMkdirCmd() *cobra.Command {
 	var parents bool
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "mkdir URL...",
 		Short: "Create directories",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newClient()
+			c, err := newClient(&cf, args...)
+			if err != nil {
+				return err
+			}
 			for _, a := range args {
 				u, err := remoteURL(a)
 				if err != nil {
@@ -199,11 +221,13 @@ func newMkdirCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&parents, "parents", "p", false, "create parents as needed; no error if it exists")
+	cf.add(cmd)
 	return cmd
 }
 
 func newCatCmd() *cobra.Command {
 	var byteRange string
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "cat URL [--range a-b]",
 		Short: "Write a file, or a byte range of it, to stdout",
@@ -216,11 +240,16 @@ func newCatCmd() *cobra.Command {
 			if byteRange != "" && !validRange(byteRange) {
 				return usagef("--range %q: want a-b, a- or -n (bytes, inclusive)", byteRange)
 			}
-			_, err = newClient().Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
+			c, err := newClient(&cf, u)
+			if err != nil {
+				return err
+			}
+			_, err = c.Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&byteRange, "range", "", "byte range a-b (inclusive), a- or -n")
+	cf.add(cmd)
 	return cmd
 }
 
@@ -239,6 +268,7 @@ func validRange(s string) bool {
 
 func newSumCmd() *cobra.Command {
 	var alg string
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "sum URL --alg adler32|crc32c|md5|sha256",
 		Short: "Print the server's checksum of a file",
@@ -251,7 +281,11 @@ func newSumCmd() *cobra.Command {
 			if checksum.Canonical(alg) == "" {
 				return usagef("--alg %q: known algorithms are %s", alg, strings.Join(checksum.Names, ", "))
 			}
-			sum, err := newClient().Checksum(cmd.Context(), u, alg)
+			c, err := newClient(&cf, u)
+			if err != nil {
+				return err
+			}
+			sum, err := c.Checksum(cmd.Context(), u, alg)
 			if err != nil {
 				return err
 			}
@@ -260,6 +294,7 @@ func newSumCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&alg, "alg", "adler32", "checksum algorithm")
+	cf.add(cmd)
 	return cmd
 }
 

@@ -91,8 +91,12 @@ type HTTPTransport struct {
 	// PlanOptions shape vector reads (gap, ranges and header bytes per
 	// request); zero fields take DefaultPlanOptions.
 	PlanOptions PlanOptions
+	// Token, when set, gives the bearer token sent as Authorization
+	// (auth.go: to trusted hosts, and to others over https only).
+	Token func() (string, error)
 
-	parts sync.Map // scheme://host -> bool: the server takes parallel PUT parts
+	parts      sync.Map // scheme://host -> bool: the server takes parallel PUT parts
+	tokenHosts sync.Map // host:port -> true: the token may go there over http
 }
 
 // NewHTTPTransport returns a transport with keep-alive pooling sized for
@@ -140,6 +144,13 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", t.UserAgent)
+	tok, err := t.bearerFor(u)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	if body != nil {
 		req.ContentLength = size
 		if size == 0 {
@@ -164,6 +175,9 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		if strings.HasPrefix(msg, "<") {
 			msg = "" // an HTML or XML error page says nothing a terminal can show
+		}
+		if msg == "" && resp.StatusCode == http.StatusUnauthorized {
+			msg = challengeText(resp.Header.Get("WWW-Authenticate"))
 		}
 		return nil, &StatusError{Method: method, URL: u.Redacted(), Code: resp.StatusCode, Msg: msg,
 			RetryAfter:     parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),

@@ -35,7 +35,11 @@ type Server struct {
 	URL     string // http://127.0.0.1:port, no trailing slash
 	Addr    string // 127.0.0.1:port
 	exports []config.Export
+	logs    *LogBuffer
 }
+
+// Log is what the server logged so far.
+func (s *Server) Log() string { return s.logs.String() }
 
 // Options are what some tests need beyond the exports.
 type Options struct {
@@ -83,7 +87,7 @@ func StartWith(t testing.TB, o Options, exports ...config.Export) *Server {
 		srv.Close()
 		t.Fatalf("listen: %v", err)
 	}
-	s := &Server{URL: scheme + "://" + ln.Addr().String(), Addr: ln.Addr().String(), exports: exports}
+	s := &Server{URL: scheme + "://" + ln.Addr().String(), Addr: ln.Addr().String(), exports: exports, logs: logs}
 	if o.Listener != nil {
 		ln = o.Listener(ln)
 	}
