@@ -1,8 +1,11 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -11,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/authtest"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testserver"
@@ -183,5 +189,64 @@ func TestHTTPHostileTokens(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(got) != "hello\n" {
 		t.Fatalf("f.txt changed: %q", got)
+	}
+}
+
+// TestCacheAuth: a cache authorizes its clients itself (cached bytes of a
+// protected path reach no client without rights) and reads a protected
+// origin with its own token.
+func TestCacheAuth(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	origin := protected(t, is, false)
+	tokFile := filepath.Join(t.TempDir(), "cache.token")
+	if err := os.WriteFile(tokFile, []byte(is.Token(t, "storage.read:/", map[string]any{"sub": "the-cache"})+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Cache.Upstream = origin.URL
+	cfg.Cache.Dir = t.TempDir()
+	cfg.Cache.MaxSize = 64 << 20
+	cfg.Cache.ShutdownTimeout = 2 * time.Second
+	cfg.Cache.UpstreamTokenFile = tokFile
+	authtest.Protect(is, "/store", false)(&cfg)
+	c, err := app.NewCache(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Close()
+	})
+	base := "http://" + ln.Addr().String() + "/store/"
+	reader := is.Token(t, "storage.read:/", nil)
+	other := is.Token(t, "storage.read:/user", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a := do(t, "GET", base+"f.txt", reader, "")
+		if a.status == 200 && a.body == "hello\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read through the cache: %d %q", a.status, a.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Now cached: still refused to clients without rights.
+	if a := do(t, "GET", base+"f.txt", "", ""); a.status != 401 {
+		t.Fatalf("anonymous read of a cached protected file: %d %q", a.status, a.body)
+	}
+	if a := do(t, "GET", base+"f.txt", other, ""); a.status != 403 || !strings.Contains(a.body, "storage.read:/f.txt") {
+		t.Fatalf("read with a token for another path: %d %q", a.status, a.body)
+	}
+	if strings.Contains(origin.Log(), "status=401") {
+		t.Fatalf("the cache reached the origin without its token:\n%s", origin.Log())
 	}
 }

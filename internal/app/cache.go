@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/cache"
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/cred"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
@@ -44,7 +47,12 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		return nil, err
 	}
 	k := cfg.Cache
+	up, err := upstreamClient(k)
+	if err != nil {
+		return nil, err
+	}
 	core, err := cache.New(cache.Options{
+		Client: up,
 		Upstream: k.Upstream, Dir: k.Dir, MaxSize: int64(k.MaxSize), BlockSize: int64(k.BlockSize),
 		Prefetch: k.Prefetch, Streams: k.Streams, MaxUpstream: k.MaxUpstream,
 		HighWatermark: k.HighWatermark, LowWatermark: k.LowWatermark, MinFreeDisk: k.MinFreeDisk, Pin: k.Pin,
@@ -181,4 +189,22 @@ func (c *Cache) serveLocate(w http.ResponseWriter, r *http.Request) {
 			Size: in.Size, ModTime: in.ModTime, Labels: self.Labels, Priority: self.Priority, Load: self.Load}}
 	}
 	fed.WriteJSON(w, http.StatusOK, loc)
+}
+
+// upstreamClient is the cache's client for its upstream: with its own
+// bearer token (a file re-read when it changes) when configured, sent to
+// the upstream's host and, over https, to where it redirects. Clients'
+// tokens are never forwarded.
+func upstreamClient(k config.Cache) (*client.Client, error) {
+	c := client.New()
+	if k.UpstreamTokenFile == "" {
+		return c, nil
+	}
+	src, err := cred.File(k.UpstreamTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("cache.upstream_token_file: %w", err)
+	}
+	c.HTTP.Token = src.Token
+	c.HTTP.TrustURL(k.Upstream)
+	return c, nil
 }
