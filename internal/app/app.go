@@ -125,6 +125,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 			Log:           log.With("component", "xrootd"),
 			MaxConnsPerIP: cfg.Server.XRootD.MaxConnsPerIP,
 			TLS:           tlsCfg, // roots://, negotiated inside the protocol
+			// Tokens with ztn; root:// clients switched to TLS first.
+			Bearer:   s.policy.bearerCheck(),
+			TLSLogin: tlsCfg != nil && s.policy.bearerCheck() != nil,
 			Space: func(context.Context, string) (int64, int64, error) {
 				free, total := fed.DiskSpace(s.local.WritableDirs())
 				return free, total, nil

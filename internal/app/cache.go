@@ -52,7 +52,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		return nil, err
 	}
 	core, err := cache.New(cache.Options{
-		Client: up,
+		Client:   up,
 		Upstream: k.Upstream, Dir: k.Dir, MaxSize: int64(k.MaxSize), BlockSize: int64(k.BlockSize),
 		Prefetch: k.Prefetch, Streams: k.Streams, MaxUpstream: k.MaxUpstream,
 		HighWatermark: k.HighWatermark, LowWatermark: k.LowWatermark, MinFreeDisk: k.MinFreeDisk, Pin: k.Pin,
@@ -85,6 +85,12 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		Metrics:   m,
 		MaxRanges: config.Default().Server.HTTP.MaxRanges,
 	})
+	tlsCfg, err := loadTLS(k.TLS, "cache")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	tlsCfg = c.policy.serverTLS(tlsCfg)
 	if k.XRootD {
 		c.xmetrics = metrics.NewXRootD(reg, "cache")
 		c.xrd = xrdserver.NewServer(xrdserver.Options{
@@ -92,6 +98,10 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 			Namespace: ns,
 			Auth:      c.policy,
 			Log:       log.With("component", "xrootd"),
+			TLS:       tlsCfg,
+			// Tokens with ztn; root:// clients switched to TLS first.
+			Bearer:   c.policy.bearerCheck(),
+			TLSLogin: tlsCfg != nil && c.policy.bearerCheck() != nil,
 		})
 	}
 	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
@@ -100,11 +110,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		"/api/v1/locate":      http.HandlerFunc(c.serveLocate),
 	}, dataH)
 	c.http = newHTTPServer(front, config.Default().Server.HTTP, m, log)
-	if c.http.TLSConfig, err = loadTLS(k.TLS, "cache"); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.http.TLSConfig = c.policy.serverTLS(c.http.TLSConfig)
+	c.http.TLSConfig = tlsCfg
 	return c, nil
 }
 

@@ -108,6 +108,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			Metrics: metrics.NewXRootD(r.reg, "redirector"),
 			Auth:    r.policy,
 			Log:     r.log.With("component", "xrootd"),
+			Bearer:  r.policy.bearerCheck(),
+			TLS:     r.tls,
+			// Tokens with ztn; root:// clients switched to TLS first.
+			TLSLogin: r.tls != nil && r.policy.bearerCheck() != nil,
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
 				return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
 			},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/wanda-fed/wanda/internal/auth"
@@ -44,7 +45,7 @@ func (ss *session) resolve(raw string) (target, error) {
 
 // authorize asks the Authorizer about op on t.
 func (ss *session) authorize(ctx context.Context, op auth.Op, t target) error {
-	return ss.srv.opts.Auth.Authorize(ctx, auth.Request{Op: op, Path: t.Path(), Peer: ss.main.peer, Subject: ss.Subject()})
+	return ss.refusedToken(ss.srv.opts.Auth.Authorize(ctx, auth.Request{Op: op, Path: t.Path(), Peer: ss.main.peer, Subject: ss.Subject(), Bearer: ss.Bearer()}))
 }
 
 // target resolves, authorizes and requires an export.
@@ -60,6 +61,27 @@ func (ss *session) target(ctx context.Context, raw string, op auth.Op) (target, 
 		return t, errNoExport(t)
 	}
 	return t, nil
+}
+
+// targetCreate is target for a write that may create a new file: a
+// credential that may only create (auth.ErrCreateOnly) is let through
+// with that refusal returned as createOnly, for the caller to make the
+// write exclusive or refuse it.
+func (ss *session) targetCreate(ctx context.Context, raw string) (t target, createOnly, err error) {
+	t, err = ss.resolve(raw)
+	if err != nil {
+		return t, nil, err
+	}
+	if err := ss.authorize(ctx, auth.Write, t); err != nil {
+		if !errors.Is(err, auth.ErrCreateOnly) {
+			return t, nil, err
+		}
+		createOnly = err
+	}
+	if !t.found {
+		return t, nil, errNoExport(t)
+	}
+	return t, createOnly, nil
 }
 
 // virtual returns the export prefixes' segments below t when t lies above

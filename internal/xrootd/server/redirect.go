@@ -89,7 +89,9 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	if write {
 		op = auth.Write
 	}
-	if err := ss.authorize(ctx, op, t); err != nil {
+	// A credential that may only create is sent on: the data server
+	// makes its upload exclusive.
+	if err := ss.authorize(ctx, op, t); err != nil && !errors.Is(err, auth.ErrCreateOnly) {
 		return true, err
 	}
 	var tried []string

@@ -75,6 +75,16 @@ type Options struct {
 	// these protocols ("unix", "host"); until kXR_auth succeeds only
 	// kXR_auth, kXR_ping and kXR_protocol are answered.
 	Security []string
+	// Bearer, when set, offers the ztn protocol (bearer tokens, over TLS
+	// only) at login, followed by unix for clients without a token; it
+	// checks a token at kXR_auth (a refusal is kXR_NotAuthorized with its
+	// text, which never holds the token). The token then goes with every
+	// request of the session to the Authorizer (auth.Request.Bearer).
+	Bearer func(token string) error
+	// TLSLogin, with TLS, switches root:// clients that can do TLS to
+	// TLS before they log in (kXR_tlsLogin), so that their tokens can be
+	// sent: what XRootD's "xrootd.tls login" does.
+	TLSLogin bool
 	// Locate, when set, makes this a redirector (the redirector role):
 	// every request that names a path is answered kXR_redirect to the
 	// first host:port it returns, kXR_locate with all of them, and

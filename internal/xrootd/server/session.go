@@ -28,6 +28,10 @@ type session struct {
 	user     string // from kXR_login
 	needAuth atomic.Bool
 	subject  atomic.Pointer[string] // from kXR_auth
+	bearer   atomic.Pointer[string] // the ztn token (never logged)
+	// ztnRefused is why a ztn token was refused at login, for later
+	// refusals of the session's anonymous requests.
+	ztnRefused atomic.Pointer[string]
 
 	mu      sync.Mutex
 	paths   []*conn // index: path ID; [0] is main
@@ -44,6 +48,14 @@ func newSession(c *conn, ctx context.Context, login xrootd.LoginRequest) *sessio
 	}
 	_, _ = rand.Read(ss.id[:])
 	return ss
+}
+
+// Bearer is the token the client presented with ztn ("" when none).
+func (ss *session) Bearer() string {
+	if p := ss.bearer.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Subject is the authenticated identity ("" when anonymous).
@@ -292,9 +304,17 @@ func (c *conn) protocol(r *request) error {
 	goTLS := false
 	if cfg != nil {
 		flags |= xrootd.FlagHaveTLS
-		if !c.tls && p.Flags&xrootd.ProtoWantTLS != 0 {
+		switch {
+		case c.tls:
+		case p.Flags&xrootd.ProtoWantTLS != 0:
 			goTLS = true
 			flags |= xrootd.FlagGotoTLS
+		case c.srv.opts.TLSLogin && p.Flags&xrootd.ProtoAbleTLS != 0:
+			// Tokens (ztn) travel only over TLS: a root:// client
+			// that can do TLS is switched before it logs in, as
+			// XRootD does with "xrootd.tls login".
+			goTLS = true
+			flags |= xrootd.FlagGotoTLS | xrootd.FlagTLSLogin
 		}
 	}
 	if err := r.ok(xrootd.ProtocolResponse{Version: xrootd.ProtocolVersion, Flags: flags}.Append(nil)); err != nil {
@@ -312,8 +332,16 @@ func (c *conn) login(ctx context.Context, r *request) error {
 	}
 	ss := newSession(c, ctx, xrootd.DecodeLogin(r.hdr.Body))
 	var sec string
+	if c.srv.opts.Bearer != nil {
+		// ztn first (a client uses it over TLS only), then unix so that
+		// a client without a token still logs in, as anonymous: the
+		// Authorizer decides what it may do.
+		sec = "&P=ztn," + xrootd.ZtnParams + "&P=unix"
+	}
 	for _, p := range c.srv.opts.Security {
-		sec += "&P=" + p
+		if c.srv.opts.Bearer == nil || (p != "ztn" && p != "unix") {
+			sec += "&P=" + p
+		}
 	}
 	ss.needAuth.Store(sec != "")
 	c.sess = ss
@@ -340,6 +368,10 @@ func (c *conn) authReq(r *request) error {
 	case "host":
 		host := hostOf(c.peer)
 		ss.subject.Store(&host)
+	case "ztn":
+		if err := c.ztn(r.data); err != nil {
+			return err
+		}
 	default:
 		return errorf(xrootd.CodeNotAuthorized, "authentication protocol %q is not supported", typ)
 	}

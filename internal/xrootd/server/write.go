@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -52,7 +51,7 @@ type span struct{ off, end int64 }
 // exists) or kXR_delete (create or replace) a new file, else a change of
 // an existing one (openUpdate).
 func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenRequest) error {
-	t, err := ss.target(ctx, string(r.data), auth.Write)
+	t, createOnly, err := ss.targetCreate(ctx, string(r.data))
 	if err != nil {
 		return err
 	}
@@ -61,9 +60,26 @@ func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenReque
 	}
 	create, replace := o.Options&xrootd.OpenNew != 0, o.Options&xrootd.OpenDelete != 0
 	if !create && !replace {
+		if createOnly != nil {
+			return createOnly // an update changes an existing file
+		}
 		return ss.openUpdate(ctx, r, o, t)
 	}
+	if createOnly != nil {
+		// May create, not replace: the upload is exclusive.
+		err := ss.openCreate(ctx, r, o, t, true)
+		if isExists(err) {
+			return createOnly
+		}
+		return err
+	}
 	return ss.openCreate(ctx, r, o, t, !replace)
+}
+
+// isExists reports an exclusive create that found the file there.
+func isExists(err error) bool {
+	var xe *Error
+	return errors.Is(err, storage.ErrExist) || (errors.As(err, &xe) && xe.Code == xrootd.CodeItExists)
 }
 
 // announcedSize is the size a writer announces in the opaque "oss.asize"

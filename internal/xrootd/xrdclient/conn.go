@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/cred"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
@@ -472,20 +473,33 @@ func (c *conn) startTLS(ctx context.Context, o *Options, ti *urlInfo) error {
 	return nil
 }
 
-// auth answers the security parameters of a login ("&P=unix&P=gsi,v:...")
-// with the first protocol this client speaks: unix (user and group names,
-// trusted by the server as XRootD's own client sends them) or host.
+// auth answers the security parameters of a login
+// ("&P=ztn,0:16384:&P=unix&P=gsi,v:...") with the first protocol this
+// client can use: ztn (a bearer token, over TLS only), unix (user and
+// group names, trusted by the server as XRootD's own client sends them)
+// or host.
 func (c *conn) auth(ctx context.Context, o *Options, params string) error {
 	var offered []string
+	var why string // why ztn was passed over
 	for _, p := range strings.Split(params, "&") {
-		name, ok := strings.CutPrefix(p, "P=")
+		spec, ok := strings.CutPrefix(p, "P=")
 		if !ok {
 			continue
 		}
-		name, _, _ = strings.Cut(name, ",")
+		name, args, _ := strings.Cut(spec, ",")
 		offered = append(offered, name)
 		var cred []byte
 		switch name {
+		case "ztn":
+			tok, reason, fatal := c.ztnToken(o, args)
+			if fatal {
+				return fmt.Errorf("%s: ztn: %s: %w", c.addr, reason, errAuthProtocol)
+			}
+			if reason != "" {
+				why = reason
+				continue
+			}
+			cred = xrootd.ZtnCredentials(tok)
 		case "unix":
 			cred = fmt.Appendf(nil, "unix\x00%s %s\x00", o.User, o.Group)
 		case "host":
@@ -505,6 +519,44 @@ func (c *conn) auth(ctx context.Context, o *Options, params string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%s: the server asks for authentication by %s; this client speaks unix and host: %w",
+	if why != "" {
+		return fmt.Errorf("%s: the server asks for a token (ztn), but %s: %w", c.addr, why, errAuthProtocol)
+	}
+	return fmt.Errorf("%s: the server asks for authentication by %s; this client speaks ztn, unix and host: %w",
 		c.addr, strings.Join(offered, ", "), errAuthProtocol)
+}
+
+// ztnToken is the token to send with ztn, or why none can be: ztn only
+// over TLS (as XrdSecztn), a token from Options.Token or, without it, the
+// WLCG discovery order (BEARER_TOKEN, BEARER_TOKEN_FILE,
+// XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID), no larger than the server
+// takes.
+// fatal is set when the user has a token that cannot be sent (going on
+// as anonymous would hide that).
+func (c *conn) ztnToken(o *Options, params string) (tok, why string, fatal bool) {
+	if !c.tls {
+		return "", "tokens go over TLS only: use roots://", false
+	}
+	src := o.Token
+	if src == nil {
+		ts, err := cred.DiscoverToken("")
+		if err != nil {
+			return "", err.Error(), true
+		}
+		if ts == nil {
+			return "", "no token found (set BEARER_TOKEN or BEARER_TOKEN_FILE, or give --token)", false
+		}
+		src = ts.Token
+	}
+	tok, err := src()
+	if err != nil {
+		return "", err.Error(), true
+	}
+	if tok == "" {
+		return "", "no token found (set BEARER_TOKEN or BEARER_TOKEN_FILE, or give --token)", false
+	}
+	if max, ok := xrootd.ParseZtnParams(params); ok && len(tok) >= max {
+		return "", fmt.Sprintf("the token (%d bytes) is larger than the server takes (%d)", len(tok), max), true
+	}
+	return tok, "", false
 }
