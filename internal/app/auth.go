@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/auth/token"
+	"github.com/wanda-fed/wanda/internal/auth/x509auth"
 	"github.com/wanda-fed/wanda/internal/config"
 )
 
@@ -47,7 +49,12 @@ func newPolicy(c config.Auth, exports []auth.ExportRule, log *slog.Logger) (*sit
 	}
 
 	if c.X509.CADir != "" {
-		return nil, fmt.Errorf("auth.x509: client certificates are not available in this build")
+		v, err := x509auth.New(x509auth.Config{CADir: c.X509.CADir, GridMap: c.X509.GridMap, VOMSDir: c.X509.VOMSDir, Log: log.With("component", "x509")})
+		if err != nil {
+			sp.close()
+			return nil, fmt.Errorf("auth.x509: %w", err)
+		}
+		sp.Certs, sp.askCerts = certAdapter{v}, v.ServerTLS
 	}
 	if len(c.Rules) == 0 {
 		sp.Rules = []auth.Rule{{Prefix: "/", AnonymousRead: c.AnonymousRead}}
@@ -151,3 +158,14 @@ func InspectToken(ctx context.Context, c config.Auth, raw, path, op string) (str
 }
 
 var opNames = map[string]auth.Op{"read": auth.Read, "list": auth.List, "write": auth.Write, "delete": auth.Delete, "mkdir": auth.Mkdir, "move": auth.Move}
+
+// certAdapter gives the policy x509auth's identities.
+type certAdapter struct{ v *x509auth.Verifier }
+
+func (a certAdapter) VerifyChain(chain []*x509.Certificate) (*auth.CertIdentity, error) {
+	id, err := a.v.Verify(chain)
+	if err != nil {
+		return nil, err
+	}
+	return &auth.CertIdentity{DN: id.DN, Name: id.Name, FQANs: id.FQANs, Expires: id.Expires}, nil
+}
