@@ -209,8 +209,8 @@ func revoked(crls map[string]*x509.RevocationList, c, issuer *x509.Certificate, 
 }
 
 var (
-	oidProxyInfo       = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}          // RFC 3820
-	oidProxyInfoDraft  = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 3536, 1, 222}      // GT3 draft
+	oidProxyInfo       = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}         // RFC 3820
+	oidProxyInfoDraft  = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 3536, 1, 222}     // GT3 draft
 	oidPolicyLimited   = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 3536, 1, 1, 1, 9} // id-ppl-limited (Globus)
 	oidCommonName      = asn1.ObjectIdentifier{2, 5, 4, 3}
 	oidPolicyInherit   = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 21, 1}
