@@ -187,7 +187,7 @@ wait_http wanda "$WANDA_PID" "$WANDA_URL" || { cat "$WORK/wanda.log" >&2; exit 1
 log "wanda pid $WANDA_PID on 127.0.0.1:$WANDA_PORT"
 
 # start_nginx DIR NOPUSH URLVAR: a throw-away nginx (config as in
-# ../shared/peers/README.md) serving DOCROOT; sets URLVAR to the file's URL.
+# docs/development.md, Peers) serving DOCROOT; sets URLVAR to the file's URL.
 start_nginx() {
 	local dir=$WORK/$1 nopush=$2 port pid
 	local -n _url=$3
