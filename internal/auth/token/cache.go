@@ -71,3 +71,56 @@ func (c *cache) len() int {
 	defer c.mu.RUnlock()
 	return len(c.m)
 }
+
+// refusals remembers recent refusals by the token's hash for a short
+// while, so that a client repeating a bad token (an expired one, most
+// often) costs a map lookup, not a signature check, per request. Only
+// refusals that cannot turn into acceptance are kept: not an unknown key
+// id (the issuer's keys may arrive or rotate in), nor a token not yet
+// valid.
+type refusals struct {
+	mu  sync.Mutex
+	m   map[[32]byte]refusal
+	max int
+}
+
+type refusal struct {
+	err   *Error
+	until time.Time
+}
+
+// refusalTTL bounds how long a refusal is remembered.
+const refusalTTL = time.Minute
+
+func (r *refusals) get(k [32]byte, now time.Time) *Error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[k]
+	if !ok {
+		return nil
+	}
+	if !now.Before(e.until) {
+		delete(r.m, k)
+		return nil
+	}
+	return e.err
+}
+
+func (r *refusals) put(k [32]byte, err error, now time.Time) {
+	e, ok := err.(*Error)
+	if !ok || e == errUnknownKey || e == errNotYetValid || e == errIssuedFuture {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) >= r.max {
+		for k2, old := range r.m { // drop one: expired if met first
+			delete(r.m, k2)
+			if !now.Before(old.until) {
+				continue
+			}
+			break
+		}
+	}
+	r.m[k] = refusal{err: e, until: now.Add(refusalTTL)}
+}

@@ -25,6 +25,7 @@ type Verifier struct {
 	issuers []*issuer
 	byKey   map[string]*issuer // by issuerKey(URL)
 	cache   *cache             // nil when disabled
+	refused refusals           // recent refusals, with the cache
 	client  *http.Client
 	owned   bool // client is ours: Close drops its idle connections
 
@@ -74,6 +75,7 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	if cfg.CacheEntries > 0 {
 		v.cache = newCache(cfg.CacheEntries)
+		v.refused = refusals{m: map[[32]byte]refusal{}, max: cfg.CacheEntries}
 	}
 	if v.client == nil {
 		v.client, v.owned = defaultClient(), true
@@ -145,9 +147,15 @@ func (v *Verifier) Verify(raw string) (*Claims, error) {
 			}
 			return c, nil
 		}
+		if e := v.refused.get(sum, now); e != nil {
+			return nil, e
+		}
 	}
 	c, err := v.verify(raw, now)
 	if err != nil {
+		if v.cache != nil {
+			v.refused.put(sum, err, now)
+		}
 		return nil, err
 	}
 	if v.cache != nil {
