@@ -48,10 +48,14 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzPlanReadV -fuzztime=30s ./internal/client
 	$(GO) test -run=^$$ -fuzz=FuzzParallelPutHeaders -fuzztime=30s ./internal/httpserve
 	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=30s ./internal/wan
+	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=30s ./internal/auth/token
+	$(GO) test -run=^$$ -fuzz=FuzzParseScopes -fuzztime=30s ./internal/auth/token
+	$(GO) test -run=^$$ -fuzz=FuzzGridMap -fuzztime=30s ./internal/auth/x509auth
+	$(GO) test -run=^$$ -fuzz=FuzzParseZtn -fuzztime=30s ./internal/xrootd/server
 
 ## bench-go: hot-path micro benchmarks.
 bench-go:
-	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan
+	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan ./internal/auth ./internal/auth/token
 
 ## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
 bench-serve: build
