@@ -17,7 +17,6 @@ import (
 type gridPKI struct {
 	dir, caDir        string
 	userCert, userKey string
-	serverCA          string // the server's self-signed certificate, for curl --cacert
 }
 
 func makeGridPKI(t *testing.T) *gridPKI {
