@@ -702,3 +702,30 @@ func TestRootOnlyStaticMember(t *testing.T) {
 		t.Error("ProbeRoot was never asked")
 	}
 }
+
+// A token in the query (authz) goes into a Location only to a member
+// reached over https; to a plain-http one it is dropped (the client
+// presents it again), the rest of the query kept.
+func TestAuthzOnlyOverTLS(t *testing.T) {
+	t.Parallel()
+	tr := startRedirector(t, Options{WriteSelect: "space"})
+	plain := newFakeMember(t)
+	plain.load = fed.Load{FreeBytes: 1 << 20}
+	tr.Heartbeat(plain.member())
+	secure := fed.Member{Version: fed.Version, ID: "secure", Instance: "one", Role: fed.RoleServer, URL: "https://secure.example:8443",
+		Exports: []fed.Export{{Prefix: "/store"}}, Load: fed.Load{FreeBytes: 1 << 40}}
+	tr.Heartbeat(secure)
+	resp, _ := tr.request(t, http.MethodPut, "/store/f?authz=Bearer%20abc&y=1", nil)
+	if loc := resp.Header.Get("Location"); loc != "https://secure.example:8443/store/f?authz=Bearer%20abc&y=1" {
+		t.Fatalf("to the https member: Location %s", loc)
+	}
+	for _, l := range resp.Header.Values("Link") {
+		if strings.Contains(l, plain.srv.URL) && strings.Contains(l, "authz") {
+			t.Fatalf("authz in the plain-http alternate %s", l)
+		}
+	}
+	resp, _ = tr.request(t, http.MethodPut, "/store/f?authz=Bearer%20abc&y=1&tried=secure.example:8443", nil)
+	if loc := resp.Header.Get("Location"); loc != plain.srv.URL+"/store/f?y=1" {
+		t.Fatalf("to the http member: Location %s", loc)
+	}
+}

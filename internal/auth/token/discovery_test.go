@@ -318,6 +318,10 @@ func TestNewErrors(t *testing.T) {
 		}
 		v.Close()
 	}
+	deadline := time.Now().Add(2 * time.Second)
+	for refreshGoroutines() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := refreshGoroutines(); n != 0 {
 		t.Errorf("%d refresh goroutines left", n)
 	}
