@@ -1,11 +1,8 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/authtest"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testserver"
@@ -209,23 +203,7 @@ func TestCacheAuth(t *testing.T) {
 	cfg.Cache.ShutdownTimeout = 2 * time.Second
 	cfg.Cache.UpstreamTokenFile = tokFile
 	authtest.Protect(is, "/store", false)(&cfg)
-	c, err := app.NewCache(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		c.Close()
-	})
-	base := "http://" + ln.Addr().String() + "/store/"
+	base := testserver.StartCache(t, cfg) + "/store/"
 	reader := is.Token(t, "storage.read:/", nil)
 	other := is.Token(t, "storage.read:/user", nil)
 	deadline := time.Now().Add(10 * time.Second)

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testserver"
@@ -114,5 +117,77 @@ func TestTokenFlagsUsage(t *testing.T) {
 		if code, out := run(t, args...); code != 2 || !strings.Contains(out, "wanda:") {
 			t.Errorf("%v: exit %d, want 2 (usage); output %q", args, code, out)
 		}
+	}
+}
+
+// TestTokenIssuerDiscovery: `wanda token issuer` serves the discovery
+// document and keys; `wanda server --token-issuer URL=/store` finds the
+// keys through it (no key file), and a token signed with the issuer's key
+// writes with `wanda put --token`.
+func TestTokenIssuerDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	key, tokFile := filepath.Join(dir, "k.pem"), filepath.Join(dir, "tok")
+	if code, out := run(t, "token", "keygen", "--out", key); code != 0 {
+		t.Fatalf("keygen: %d %s", code, out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	out := &testserver.LogBuffer{}
+	go func() {
+		done <- Run(ctx, []string{"token", "issuer", "--key", key, "--listen", "127.0.0.1:0"}, out, out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("issuer exit %d: %s", code, out.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("issuer did not stop")
+		}
+	})
+	re := regexp.MustCompile(`issuer (http://127\.0\.0\.1:\d+)`)
+	var iss string
+	deadline := time.Now().Add(10 * time.Second)
+	for iss == "" {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			iss = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("issuer not up: %s", out.String())
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	const aud = "https://site.test"
+	store := t.TempDir()
+	base := serve(t, "--export", "/store="+store, "--token-issuer", iss+"=/store", "--token-audience", aud, "--anonymous-read=false")
+	if code, out := run(t, "token", "create", "--key", key, "--issuer", iss, "--aud", aud, "--scope", "storage.read:/ storage.modify:/data", "--out", tokFile); code != 0 {
+		t.Fatalf("create: %d %s", code, out)
+	}
+	src := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(src, []byte("found through discovery\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BEARER_TOKEN", "")
+	t.Setenv("BEARER_TOKEN_FILE", "")
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	// The server fetches the keys in the background: retry until they
+	// are there (unknown key id meanwhile).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, out := run(t, "put", "-q", "--token", tokFile, src, base+"/store/data/f.txt")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(out, "unknown key id") {
+			t.Fatalf("put: %d %s", code, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(filepath.Join(store, "data", "f.txt")); string(b) != "found through discovery\n" {
+		t.Fatalf("stored %q", b)
+	}
+	if code, out := run(t, "cat", base+"/store/data/f.txt"); code != 1 || !strings.Contains(out, "401") {
+		t.Fatalf("anonymous cat with --anonymous-read=false: %d %s", code, out)
 	}
 }

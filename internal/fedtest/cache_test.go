@@ -1,16 +1,10 @@
 package fedtest_test
 
 import (
-	"context"
-	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/fedtest"
@@ -29,23 +23,7 @@ func startFedCache(t *testing.T, redirector string) string {
 	cfg.Cache.Federation.Join = []string{redirector}
 	cfg.Cache.Federation.Heartbeat = 200 * time.Millisecond
 	cfg.Cache.Federation.Labels = map[string]string{"site": "near"}
-	c, err := app.NewCache(cfg, app.NewLogger(cfg.Log, io.Discard), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		c.Close()
-	})
-	return "http://" + ln.Addr().String()
+	return testserver.StartCache(t, cfg)
 }
 
 // A cache joined to the redirector it reads from: its own fetches are

@@ -188,3 +188,28 @@ func DiffBytes(got, want []byte) string {
 	}
 	return fmt.Sprintf("got %d bytes, want %d; first difference at offset %d", len(got), len(want), i)
 }
+
+// StartCache serves a cache built from cfg (its cache section) on a
+// fresh loopback listener until the test ends, and returns its base URL
+// (http://127.0.0.1:port).
+func StartCache(t testing.TB, cfg config.Config) string {
+	t.Helper()
+	c, err := app.NewCache(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("app.NewCache: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.Close()
+		t.Fatalf("listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Close()
+	})
+	return "http://" + ln.Addr().String()
+}
