@@ -136,7 +136,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	}
 	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
 	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
-	s.handler = frontDoor(reg, map[string]http.Handler{"/api/v1/locate": s.local}, dataH)
+	s.handler = frontDoor(reg, map[string]http.Handler{
+		"/api/v1/locate": locateGate{next: s.local, policy: s.policy, token: cfg.Server.Federation.Token},
+	}, dataH)
 	s.http = newHTTPServer(s.handler, cfg.Server.HTTP, m, log)
 	s.http.TLSConfig = tlsCfg
 	return s, nil

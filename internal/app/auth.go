@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,6 +17,9 @@ import (
 	"github.com/wanda-fed/wanda/internal/auth/token"
 	"github.com/wanda-fed/wanda/internal/auth/x509auth"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/storage"
 )
 
 // sitePolicy is a role's authorizer built from the auth section: one for
@@ -168,4 +174,51 @@ func (a certAdapter) VerifyChain(chain []*x509.Certificate) (*auth.CertIdentity,
 		return nil, err
 	}
 	return &auth.CertIdentity{DN: id.DN, Name: id.Name, FQANs: id.FQANs, Expires: id.Expires}, nil
+}
+
+// locateGate guards a server's /api/v1/locate (the federation's cheap
+// stat, which names files, sizes and local paths) on a protected site:
+// its redirectors may ask (with the federation token, or from loopback
+// when none is configured, as for joining), and so may a client whose
+// credential may read the path. An open site answers everyone.
+type locateGate struct {
+	next   http.Handler
+	policy *sitePolicy
+	token  string // server.federation.token
+}
+
+func (g locateGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.policy.Open() || g.federationPeer(r) {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	p := r.URL.Query().Get(fed.ParamPath)
+	clean, err := storage.CleanPath(p)
+	if err == nil {
+		err = g.policy.Authorize(r.Context(), httpserve.Credentials(r, auth.Request{Op: auth.Read, Path: "/" + clean}))
+	}
+	if err != nil {
+		status := http.StatusForbidden
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			status = http.StatusUnauthorized
+		}
+		if c := auth.ChallengeOf(err); c != "" {
+			w.Header().Set("WWW-Authenticate", c)
+		}
+		fed.WriteError(w, status, "locate: "+err.Error())
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// federationPeer: the federation token, or a loopback peer when no token
+// is configured.
+func (g locateGate) federationPeer(r *http.Request) bool {
+	if g.token != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.token)) == 1
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }

@@ -228,3 +228,40 @@ func TestCacheAuth(t *testing.T) {
 		t.Fatalf("the cache reached the origin without its token:\n%s", origin.Log())
 	}
 }
+
+// TestLocateProtected: on a protected server the federation's locate API
+// answers the federation (its token) and clients who may read the path.
+func TestLocateProtected(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.StartWith(t, testserver.Options{Configure: func(c *config.Config) {
+		authtest.Protect(is, "/store", false)(c)
+		c.Server.Federation.Token = "fed-secret"
+	}}, config.Export{Prefix: "/store", Path: dir})
+	u := srv.URL + "/api/v1/locate?path=/store/f.txt"
+	reader := is.Token(t, "storage.read:/", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for do(t, "GET", u, reader, "").status != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("keys never fetched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		what, tok string
+		status    int
+	}{
+		{"anonymous", "", 401},
+		{"wrong federation token", "not-the-secret", 401},
+		{"a token for another path", is.Token(t, "storage.read:/user", nil), 403},
+		{"the federation token", "fed-secret", 200},
+		{"a reader's token", reader, 200},
+	} {
+		if a := do(t, "GET", u, c.tok, ""); a.status != c.status || (c.status == 200 && !strings.Contains(a.body, `"found"`)) {
+			t.Errorf("%s: %d %s", c.what, a.status, a.body)
+		}
+	}
+}

@@ -107,7 +107,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
 	front := frontDoor(reg, map[string]http.Handler{
 		"/api/v1/cache/stats": core.StatsHandler(),
-		"/api/v1/locate":      http.HandlerFunc(c.serveLocate),
+		"/api/v1/locate":      locateGate{next: http.HandlerFunc(c.serveLocate), policy: c.policy, token: k.Federation.Token},
 	}, dataH)
 	c.http = newHTTPServer(front, config.Default().Server.HTTP, m, log)
 	c.http.TLSConfig = tlsCfg

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -97,7 +98,16 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// Data paths are authorized before any lookup or redirect; the
 	// federation API has its own tokens (docs/federation.md).
 	gated := httpserve.Gate(rd.Handler(), r.policy, func(p string) bool { return strings.HasPrefix(p, "/api/v1/") })
-	api := httpserve.Middleware(gated, r.log.With("component", "access"), m)
+	// Locate names replicas and local paths: on a protected site, for
+	// the federation (its token) and for clients who may read the path.
+	locate := locateGate{next: gated, policy: r.policy, token: c.Token}
+	api := httpserve.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/api/v1/locate" {
+			locate.ServeHTTP(w, req)
+			return
+		}
+		gated.ServeHTTP(w, req)
+	}), r.log.With("component", "access"), m)
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)

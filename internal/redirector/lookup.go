@@ -409,6 +409,11 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 	if err != nil {
 		return fed.Located{}, err
 	}
+	if r.opts.Token != "" {
+		// Protected members answer locate queries of their federation
+		// only (the token they join with).
+		req.Header.Set("Authorization", "Bearer "+r.opts.Token)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return fed.Located{}, shortErr(err)
