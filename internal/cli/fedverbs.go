@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wanda-fed/wanda/internal/cred"
 	"github.com/wanda-fed/wanda/internal/fed"
 )
 
@@ -78,6 +79,7 @@ func baseAndPath(s string) (base, p string, err error) {
 
 func newLocateCmd() *cobra.Command {
 	var asJSON bool
+	var tokenFile string
 	cmd := &cobra.Command{
 		Use:   "locate URL",
 		Short: "List every replica of a file the federation knows, with each site's local path",
@@ -94,8 +96,20 @@ the file at in its own layout. Exit status 1 when nobody has it.`,
 				return err
 			}
 			q := url.Values{fed.ParamPath: {p}, fed.ParamAll: {"1"}}
+			// A protected site answers readers of the path: the bearer
+			// token, found as the other client verbs find it.
+			tok := ""
+			src, err := cred.DiscoverToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			if src != nil {
+				if tok, err = src.Token(); err != nil {
+					return err
+				}
+			}
 			var loc fed.Located
-			if err := fedCall(cmd.Context(), http.MethodGet, base+"/api/v1/locate?"+q.Encode(), "", nil, &loc); err != nil {
+			if err := fedCall(cmd.Context(), http.MethodGet, base+"/api/v1/locate?"+q.Encode(), tok, nil, &loc); err != nil {
 				return err
 			}
 			if asJSON {
@@ -128,6 +142,7 @@ the file at in its own layout. Exit status 1 when nobody has it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the answer as JSON")
+	cmd.Flags().StringVar(&tokenFile, "token", "", "bearer token file for a protected site (default: BEARER_TOKEN, BEARER_TOKEN_FILE, ...)")
 	return cmd
 }
 
