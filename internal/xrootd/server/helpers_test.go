@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,8 +27,23 @@ import (
 // testServer is a server on 127.0.0.1 exporting dir as /store.
 type testServer struct {
 	*Server
-	addr string // host:port
-	dir  string // the export's directory
+	addr  string // host:port
+	dir   string // the export's directory
+	conns *atomic.Int64
+}
+
+// countingListener counts the connections a server accepted.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // URL returns the root:// URL of the logical path p, in the usual
@@ -66,16 +82,17 @@ func startServer(t *testing.T, opts ...serverOpt) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := new(atomic.Int64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
+	go func() { done <- s.Serve(ctx, countingListener{ln, n}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &testServer{Server: s, addr: ln.Addr().String(), dir: dir}
+	return &testServer{Server: s, addr: ln.Addr().String(), dir: dir, conns: n}
 }
 
 var leakChecked sync.Map // *testing.T -> true
@@ -142,13 +159,24 @@ type toolResult struct {
 
 func lookTool(name string) (string, error) { return exec.LookPath(name) }
 
+// requireTool finds an installed tool, or skips the test; in CI
+// (CI=true, where .ci/run installs the peers) a missing tool fails it.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := lookTool(name)
 	if err != nil {
-		t.Skipf("%s not installed", name)
+		missing(t, name+" not installed")
 	}
 	return p
+}
+
+// missing skips a test whose peer is not installed, or fails it in CI.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: .ci/run installs it)", why)
+	}
+	t.Skip(why)
 }
 
 func runTool(t *testing.T, timeout time.Duration, name string, args ...string) toolResult {

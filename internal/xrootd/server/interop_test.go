@@ -138,7 +138,7 @@ func requirePyXRootD(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("python3 with the XRootD bindings is not installed")
+	missing(t, "python3 with the XRootD bindings (python3-xrootd) is not installed")
 	return ""
 }
 

@@ -27,6 +27,7 @@ type session struct {
 	main     *conn
 	user     string // from kXR_login
 	needAuth atomic.Bool
+	authDone atomic.Bool            // a kXR_auth succeeded: no other is taken
 	subject  atomic.Pointer[string] // from kXR_auth
 	bearer   atomic.Pointer[string] // the ztn token (never logged)
 	// ztnRefused is why a ztn token was refused at login, for later
@@ -353,8 +354,20 @@ func (c *conn) login(ctx context.Context, r *request) error {
 // authReq accepts the "unix" and "host" protocols: the identity they
 // carry is the client's word (as in XRootD), good for logs and for
 // policies that trust the network, not for anything stronger.
+//
+// kXR_auth is taken only on the session's main connection and until one
+// succeeds, as XRootD does (it answers kXR_auth only while authentication
+// is needed): a connection bound later, possibly plain TCP, cannot change
+// the credential of a session authenticated over TLS, and a session keeps
+// the identity it logged in with.
 func (c *conn) authReq(r *request) error {
 	ss := c.sess
+	if c.bound {
+		return errorf(xrootd.CodeInvalidRequest, "kXR_auth on a bound connection: authenticate on the session's main connection")
+	}
+	if ss.authDone.Load() {
+		return errorf(xrootd.CodeInvalidRequest, "kXR_auth: already authenticated")
+	}
 	typ := xrootd.DecodeAuth(r.hdr.Body).Type()
 	switch typ {
 	case "unix":
@@ -375,6 +388,7 @@ func (c *conn) authReq(r *request) error {
 	default:
 		return errorf(xrootd.CodeNotAuthorized, "authentication protocol %q is not supported", typ)
 	}
+	ss.authDone.Store(true)
 	ss.needAuth.Store(false)
 	c.srv.log.Debug("authenticated", "peer", c.peer, "protocol", typ, "subject", ss.Subject())
 	return r.ok()

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,22 +60,7 @@ func TestXrdcpRoots(t *testing.T) {
 	cfg, caPEM := cert.ServerConfig(), cert.CertPEM
 	ts := startServer(t, func(o *Options) { o.TLS = cfg })
 	want := ts.writeFile(t, "f", 5<<20)
-	// A CA directory as OpenSSL reads it: the certificate under its
-	// subject hash.
-	caDir := t.TempDir()
-	ca := filepath.Join(caDir, "ca.pem")
-	if err := os.WriteFile(ca, caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	openssl := requireTool(t, "openssl")
-	hash, err := exec.Command(openssl, "x509", "-hash", "-noout", "-in", ca).Output()
-	if err != nil {
-		t.Skipf("openssl x509 -hash: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(caDir, strings.TrimSpace(string(hash))+".0"), caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"X509_CERT_DIR=" + caDir}
+	env := []string{"X509_CERT_DIR=" + caDir(t, caPEM)}
 	dst := filepath.Join(t.TempDir(), "f")
 	url := strings.Replace(ts.URL("store/f"), "root://", "roots://", 1)
 	mustRunEnv(t, env, "xrdcp", "-s", "-f", url, dst)

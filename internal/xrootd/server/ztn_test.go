@@ -3,12 +3,13 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ type tokenServer struct {
 	caDir     string // the CA as XrdCl finds it (X509_CERT_DIR)
 }
 
-func startTokenServer(t *testing.T, anonRead bool) *tokenServer {
+// opts are applied after the token options (a test may wrap o.Auth).
+func startTokenServer(t *testing.T, anonRead bool, opts ...serverOpt) *tokenServer {
 	t.Helper()
 	is, other := authtest.NewIssuer(t), authtest.NewIssuerAlg(t, "RS256")
 	v, err := tokens.New(tokens.Config{
@@ -45,9 +47,9 @@ func startTokenServer(t *testing.T, anonRead bool) *tokenServer {
 	t.Cleanup(v.Close)
 	pol := &auth.Policy{Tokens: v, Rules: []auth.Rule{{Prefix: "/", AnonymousRead: anonRead}}}
 	cert := testcert.New(t)
-	ts := startServer(t, func(o *Options) {
+	ts := startServer(t, append([]serverOpt{func(o *Options) {
 		o.Auth, o.Bearer, o.TLS, o.TLSLogin = pol, pol.VerifyBearer, cert.ServerConfig(), true
-	})
+	}}, opts...)...)
 	if err := os.WriteFile(filepath.Join(ts.dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -133,21 +135,7 @@ func TestZtnRaw(t *testing.T) {
 	}
 
 	// A client able to do TLS is switched before login (kXR_tlsLogin).
-	tlsLogin := func() *rawClient {
-		rc := dialRaw(t, ts.addr)
-		b := rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoAbleTLS}.Body(), nil)
-		if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&xrootd.FlagGotoTLS == 0 || p.Flags&xrootd.FlagTLSLogin == 0 {
-			t.Fatalf("flags %x: no kXR_gotoTLS|kXR_tlsLogin", p.Flags)
-		}
-		tc := tls.Client(rc.c, &tls.Config{RootCAs: ts.cert.Pool, ServerName: "127.0.0.1"})
-		if err := tc.Handshake(); err != nil {
-			t.Fatal(err)
-		}
-		rc.c = tc
-		rc.mustOK(xrootd.ReqLogin, xrootd.LoginRequest{PID: 1, Username: [8]byte{'t'}, CapVer: xrootd.LoginVersion5}.Body(), nil)
-		return rc
-	}
-	rc = tlsLogin()
+	rc = ts.tlsLogin(t)
 	expired := ts.is.Token(t, "storage.read:/", map[string]any{"exp": time.Now().Add(-time.Hour).Unix()})
 	if msg := rc.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqAuth, ar.Body(), xrootd.ZtnCredentials(expired)); !strings.Contains(msg, "invalid token: token expired") || strings.Contains(msg, expired[:30]) {
 		t.Fatalf("expired token: %q", msg)
@@ -164,6 +152,38 @@ func TestZtnRaw(t *testing.T) {
 	if msg := rc.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqMkdir, xrootd.MkdirRequest{}.Body(), []byte("/store/d")); !strings.Contains(msg, "does not grant storage.create:/d") {
 		t.Fatalf("mkdir with a read token: %q", msg)
 	}
+}
+
+// tlsDial connects as a root:// client able to do TLS (expecting to
+// log in, or to bind) and checks it is switched to TLS (kXR_gotoTLS with
+// kXR_tlsLogin).
+func (ts *tokenServer) tlsDial(t *testing.T, expect byte) *rawClient {
+	t.Helper()
+	rc := dialRaw(t, ts.addr)
+	b := rc.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Flags: xrootd.ProtoAbleTLS, Expect: expect}.Body(), nil)
+	if p, _ := xrootd.DecodeProtocolResponse(b); p.Flags&xrootd.FlagGotoTLS == 0 || p.Flags&xrootd.FlagTLSLogin == 0 {
+		t.Fatalf("flags %x: no kXR_gotoTLS|kXR_tlsLogin", p.Flags)
+	}
+	tc := tls.Client(rc.c, &tls.Config{RootCAs: ts.cert.Pool, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	rc.c = tc
+	return rc
+}
+
+// tlsLogin is tlsDial and kXR_login; the session is not authenticated
+// yet.
+func (ts *tokenServer) tlsLogin(t *testing.T) *rawClient {
+	t.Helper()
+	rc := ts.tlsDial(t, xrootd.ExpectLogin)
+	b := rc.mustOK(xrootd.ReqLogin, xrootd.LoginRequest{PID: 1, Username: [8]byte{'t'}, CapVer: xrootd.LoginVersion5}.Body(), nil)
+	lr, err := xrootd.DecodeLoginResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.sess = lr.Session
+	return rc
 }
 
 // wandaClient is wanda's root:// transport with a token and the test CA.
@@ -238,60 +258,6 @@ func reasonForMkdir(c authtest.Hostile) string {
 	return c.Reason
 }
 
-// TestXrdcpBearerToken: unchanged xrdcp and xrdfs with BEARER_TOKEN (and
-// BEARER_TOKEN_FILE) over roots:// and over root:// (switched to TLS by
-// the server) read and write; without a token they are refused with the
-// reason.
-func TestXrdcpBearerToken(t *testing.T) {
-	requireTool(t, "xrdcp")
-	requireTool(t, "xrdfs")
-	ts := startTokenServer(t, false)
-	rw := ts.is.Token(t, "storage.read:/ storage.modify:/user", nil)
-	tokFile := filepath.Join(t.TempDir(), "tok")
-	if err := os.WriteFile(tokFile, []byte(rw+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"X509_CERT_DIR=" + ts.caDir, "BEARER_TOKEN=", "BEARER_TOKEN_FILE=", "XDG_RUNTIME_DIR=" + t.TempDir()}
-	withEnv := append(append([]string(nil), base...), "BEARER_TOKEN="+rw)
-	withFile := append(append([]string(nil), base...), "BEARER_TOKEN_FILE="+tokFile)
-	dst := filepath.Join(t.TempDir(), "f.txt")
-	for _, scheme := range []string{"roots://", "root://"} {
-		u := strings.Replace(ts.URL("store/f.txt"), "root://", scheme, 1)
-		mustRunEnv(t, withEnv, "xrdcp", "-s", "-f", u, dst)
-		sameFile(t, dst, []byte("hello\n"))
-		up := strings.Replace(ts.URL("store/user/up-"+strings.TrimSuffix(scheme, "://")), "root://", scheme, 1)
-		mustRunEnv(t, withFile, "xrdcp", "-s", dst, up)
-		sameFile(t, filepath.Join(ts.dir, "user", "up-"+strings.TrimSuffix(scheme, "://")), []byte("hello\n"))
-	}
-	addr := "roots://" + ts.addr
-	out := mustRunEnv(t, withEnv, "xrdfs", addr, "ls", "/store/user")
-	if !strings.Contains(out, "up-roots") {
-		t.Fatalf("xrdfs ls: %q", out)
-	}
-	mustRunEnv(t, withEnv, "xrdfs", addr, "rm", "/store/user/up-roots")
-
-	// Without a token: refused with the reason, nothing read.
-	r := runToolEnv(t, time.Minute, base, "xrdcp", "-s", "-f", "roots://"+ts.addr+"//store/f.txt", filepath.Join(t.TempDir(), "x"))
-	if r.err == nil || !strings.Contains(r.out, "a credential is needed") {
-		t.Fatalf("xrdcp without a token: %v\n%s", r.err, r.out)
-	}
-	// A read-only token cannot write.
-	ro := append(append([]string(nil), base...), "BEARER_TOKEN="+ts.is.Token(t, "storage.read:/", nil))
-	r = runToolEnv(t, time.Minute, ro, "xrdcp", "-s", dst, "roots://"+ts.addr+"//store/user/nope")
-	if r.err == nil || !strings.Contains(r.out, "does not grant storage.create:/user/nope") {
-		t.Fatalf("xrdcp upload with a read token: %v\n%s", r.err, r.out)
-	}
-	// An expired one is refused at login with its reason.
-	ex := append(append([]string(nil), base...), "BEARER_TOKEN="+ts.is.Token(t, "storage.read:/", map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}))
-	r = runToolEnv(t, time.Minute, ex, "xrdfs", addr, "stat", "/store/f.txt")
-	if r.err == nil || !strings.Contains(r.out, "token expired") {
-		t.Fatalf("xrdfs with an expired token: %v\n%s", r.err, r.out)
-	}
-	if _, err := os.Stat(filepath.Join(ts.dir, "user", "nope")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("refused upload left %v", err)
-	}
-}
-
 func mustParse(t *testing.T, raw string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(raw)
@@ -299,4 +265,100 @@ func mustParse(t *testing.T, raw string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// recorder is an Authorizer that remembers every request, then asks next.
+type recorder struct {
+	next auth.Authorizer
+	mu   sync.Mutex
+	reqs []auth.Request
+}
+
+func (r *recorder) Authorize(ctx context.Context, req auth.Request) error {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return r.next.Authorize(ctx, req)
+}
+
+// take returns the requests recorded since the last take.
+func (r *recorder) take() []auth.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.reqs
+	r.reqs = nil
+	return out
+}
+
+// record wraps the server's Authorizer in rec.
+func record(rec *recorder) serverOpt {
+	return func(o *Options) { rec.next, o.Auth = o.Auth, rec }
+}
+
+// allBear fails unless there are requests and every one carries tok (a
+// failure says so without printing the token).
+func allBear(t *testing.T, what string, reqs []auth.Request, tok string) {
+	t.Helper()
+	if len(reqs) == 0 {
+		t.Fatalf("%s: the Authorizer was asked nothing", what)
+	}
+	for _, r := range reqs {
+		if r.Bearer != tok {
+			t.Fatalf("%s: %s %s reached the Authorizer with a %d-byte bearer, want the session's %d-byte token", what, r.Op, r.Path, len(r.Bearer), len(tok))
+		}
+	}
+}
+
+// TestZtnBoundConnection: the token of a session goes with the requests
+// of every connection bound to it (xrdcp --streams), TLS or not, and
+// neither a bound connection nor the authenticated main one can change
+// the session's credential with another kXR_auth.
+func TestZtnBoundConnection(t *testing.T) {
+	rec := &recorder{}
+	ts := startTokenServer(t, false, record(rec))
+	tok := ts.is.Token(t, "storage.read:/", nil)
+	var ar xrootd.AuthRequest
+	copy(ar.CredType[:], "ztn")
+
+	main := ts.tlsLogin(t)
+	main.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqStat, [16]byte{}, []byte("/store/f.txt"))
+	main.mustOK(xrootd.ReqAuth, ar.Body(), xrootd.ZtnCredentials(tok))
+	h := main.open("/store/f.txt", xrootd.OpenRead)
+
+	sub := ts.tlsDial(t, xrootd.ExpectBind)
+	sub.mustOK(xrootd.ReqBind, main.sess.Body(), nil)
+	// A connection unable to do TLS stays plain, and may bind too: it
+	// carries data, never the token.
+	plain := dialRaw(t, ts.addr)
+	plain.mustOK(xrootd.ReqProtocol, xrootd.ProtocolRequest{ClientPV: xrootd.ProtocolVersion, Expect: xrootd.ExpectBind}.Body(), nil)
+	plain.mustOK(xrootd.ReqBind, main.sess.Body(), nil)
+	for name, rc := range map[string]*rawClient{"TLS": sub, "plain": plain} {
+		rc.mustOK(xrootd.ReqStat, [16]byte{}, []byte("/store/f.txt"))
+		if got := rc.mustOK(xrootd.ReqRead, xrootd.ReadRequest{Handle: h, Length: 100}.Body(), nil); string(got) != "hello\n" {
+			t.Fatalf("%s bound connection: read %q", name, got)
+		}
+		// No other credential through a bound connection.
+		rc.mustFail(xrootd.CodeInvalidRequest, xrootd.ReqAuth, ar.Body(), xrootd.ZtnCredentials(ts.is.Token(t, "storage.modify:/", nil)))
+		rc.mustFail(xrootd.CodeInvalidRequest, xrootd.ReqAuth, xrootd.AuthRequest{CredType: [4]byte{'u', 'n', 'i', 'x'}}.Body(), []byte("unix\x00root root\x00"))
+	}
+	// Nor through the main one once authenticated.
+	main.mustFail(xrootd.CodeInvalidRequest, xrootd.ReqAuth, ar.Body(), xrootd.ZtnCredentials(ts.is.Token(t, "storage.modify:/", nil)))
+	if msg := main.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqMkdir, xrootd.MkdirRequest{}.Body(), []byte("/store/d")); !strings.Contains(msg, "does not grant storage.create:/d") {
+		t.Fatalf("mkdir after a refused second kXR_auth: %q", msg)
+	}
+	reqs := rec.take()
+	// The refused stat before kXR_auth never reached the Authorizer.
+	allBear(t, "session with ztn", reqs, tok)
+	if len(reqs) != 4 { // open, two stats, mkdir
+		t.Errorf("%d requests reached the Authorizer, want 4: %s", len(reqs), opsOf(reqs))
+	}
+}
+
+// opsOf lists requests as "op path" (no credentials).
+func opsOf(reqs []auth.Request) string {
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "[%s %s] ", r.Op, r.Path)
+	}
+	return b.String()
 }
