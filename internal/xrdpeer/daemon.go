@@ -47,6 +47,8 @@ type Command struct {
 	LogPath string
 	// Log receives a line when it started; nil: none.
 	Log *slog.Logger
+	// Env is added to this process's environment for the daemon.
+	Env []string
 }
 
 // Daemon is a running child process in a process group of its own.
@@ -72,6 +74,9 @@ func StartDaemon(ctx context.Context, c Command) (*Daemon, error) {
 	d := &Daemon{name: c.Name, out: &lockedBuffer{}, logPath: c.LogPath, exited: make(chan struct{})}
 	d.cmd = exec.Command(c.Args[0], c.Args[1:]...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if len(c.Env) > 0 {
+		d.cmd.Env = append(os.Environ(), c.Env...)
+	}
 	// Its own process group: Stop reaches whatever it forks.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Children that keep the output pipe open must not hang Wait.

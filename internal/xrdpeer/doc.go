@@ -1,8 +1,9 @@
 // Package xrdpeer launches XRootD's own daemons (xrootd and cmsd, as the
 // xrootd-server packages install them) on loopback, as peers for wanda's
 // interoperability tests and as baselines for its benchmarks: a data
-// server exporting a directory (optionally with XrdHttp, TLS, or any
-// other configuration lines), and a cluster of a cmsd redirector (role
+// server exporting a directory (optionally with XrdHttp, TLS, bearer
+// tokens — SciTokens authorization and ztn —, or any other configuration
+// lines), and a cluster of a cmsd redirector (role
 // manager) with data servers subscribed to it.
 //
 // It is hand-written because nothing else does this job: XRootD ships no

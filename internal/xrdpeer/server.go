@@ -35,6 +35,10 @@ type Options struct {
 	// `xrd.tlsca noverify`): roots://, and TLS on a root:// connection
 	// when the client asks. They are given to the daemons' user.
 	TLSCert, TLSKey string
+	// Tokens, when set, makes the server take bearer tokens: SciTokens
+	// authorization, ztn over root:// (TLS only), Authorization over
+	// XrdHttp. See Tokens.
+	Tokens *Tokens
 	// Plugins are plugin libraries the configuration needs (stems such
 	// as "libXrdPss"); one missing is ErrNotInstalled. HTTP adds
 	// libXrdHttp.
@@ -111,6 +115,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.HTTP {
 		plugins = append([]string{"libXrdHttp"}, plugins...)
 	}
+	if o.Tokens != nil {
+		plugins = append(plugins, "libXrdAccSciTokens", "libXrdSecztn")
+	}
 	acct, err := runAs("xrootd")
 	if err != nil {
 		return nil, err
@@ -168,12 +175,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			}
 		}
 	}
+	var tokenLines, env []string
+	if o.Tokens != nil {
+		if tokenLines, env, err = tokenSetup(o, work, acct); err != nil {
+			return fail(err)
+		}
+	}
 	s.LogPath = o.LogPath
 	if s.LogPath == "" {
 		s.LogPath = filepath.Join(admin, "xrootd.log")
 	}
 	err = retryPorts(2, func(ports []int) error {
-		cfg := serverConfig(o, s.Export, admin, ports[0], ports[1])
+		cfg := serverConfig(o, s.Export, admin, ports[0], ports[1], tokenLines)
 		cfgPath := filepath.Join(work, "xrootd.cfg")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return err
@@ -189,7 +202,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		d, err := StartDaemon(ctx, Command{
 			Name: "xrootd", Args: append(append([]string(nil), acct.prefix...), "xrootd", "-I", "v4", "-c", cfgPath, "-l", "="+s.LogPath),
-			Listen: listen, Ready: logHas(s.LogPath, "initialization completed"), LogPath: s.LogPath, Log: o.Log,
+			Listen: listen, Ready: logHas(s.LogPath, "initialization completed"), LogPath: s.LogPath, Log: o.Log, Env: env,
 		})
 		if err != nil {
 			return err
@@ -203,8 +216,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// serverConfig is a standalone data server's configuration.
-func serverConfig(o Options, export, admin string, port, httpPort int) string {
+// serverConfig is a standalone data server's configuration; more lines
+// go before o.Extra.
+func serverConfig(o Options, export, admin string, port, httpPort int, more []string) string {
 	lines := []string{
 		"all.role server",
 		"all.export " + export,
@@ -227,7 +241,7 @@ func serverConfig(o Options, export, admin string, port, httpPort int) string {
 	if o.TLSCert != "" {
 		lines = append(lines, "xrd.tls "+o.TLSCert+" "+o.TLSKey, "xrd.tlsca noverify")
 	}
-	lines = append(lines, o.Extra...)
+	lines = append(append(lines, more...), o.Extra...)
 	return strings.Join(lines, "\n") + "\n"
 }
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/cred"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -477,7 +478,9 @@ func (c *conn) startTLS(ctx context.Context, o *Options, ti *urlInfo) error {
 // ("&P=ztn,0:16384:&P=unix&P=gsi,v:...") with the first protocol this
 // client can use: ztn (a bearer token, over TLS only), unix (user and
 // group names, trusted by the server as XRootD's own client sends them)
-// or host.
+// or host. As XrdCl, it passes over ztn without a token or without TLS;
+// unlike XrdCl, a refused kXR_auth ends the login (XrdCl tries the next
+// protocol, and a user with an expired token then reads as anonymous).
 func (c *conn) auth(ctx context.Context, o *Options, params string) error {
 	var offered []string
 	var why string // why ztn was passed over
@@ -493,7 +496,7 @@ func (c *conn) auth(ctx context.Context, o *Options, params string) error {
 		case "ztn":
 			tok, reason, fatal := c.ztnToken(o, args)
 			if fatal {
-				return fmt.Errorf("%s: ztn: %s: %w", c.addr, reason, errAuthProtocol)
+				return fmt.Errorf("%s: ztn: %s: %w", c.addr, reason, client.ErrUnauthorized)
 			}
 			if reason != "" {
 				why = reason
@@ -515,12 +518,15 @@ func (c *conn) auth(ctx context.Context, o *Options, params string) error {
 			return c.protoErr("kXR_auth %s: the server wants more steps than the protocol has", name)
 		}
 		if err != nil {
-			return fmt.Errorf("kXR_auth %s: %w", name, err)
+			// No fall back to the next protocol (XrdCl's way): a
+			// refused token would turn into an anonymous session
+			// whose refusals hide why.
+			return fmt.Errorf("kXR_auth %s: %w", name, authRefused{err})
 		}
 		return nil
 	}
 	if why != "" {
-		return fmt.Errorf("%s: the server asks for a token (ztn), but %s: %w", c.addr, why, errAuthProtocol)
+		return fmt.Errorf("%s: the server asks for a token (ztn), but %s: %w", c.addr, why, client.ErrUnauthorized)
 	}
 	return fmt.Errorf("%s: the server asks for authentication by %s; this client speaks ztn, unix and host: %w",
 		c.addr, strings.Join(offered, ", "), errAuthProtocol)

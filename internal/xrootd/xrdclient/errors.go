@@ -63,6 +63,15 @@ func (e *Error) Retryable() bool {
 // client does not speak.
 var errAuthProtocol = fmt.Errorf("no common authentication protocol: %w", client.ErrUnauthorized)
 
+// authRefused is a kXR_auth the server refused: the credential was not
+// accepted, whatever the code says (XRootD answers kXR_AuthFailed, wanda
+// kXR_NotAuthorized), so it matches client.ErrUnauthorized as well as
+// what the answer itself matches.
+type authRefused struct{ err error }
+
+func (e authRefused) Error() string   { return e.err.Error() }
+func (e authRefused) Unwrap() []error { return []error{e.err, client.ErrUnauthorized} }
+
 // annotate fills in the request and URL of a kXR_error answer, and turns
 // a kXR_redirect into the engine's *client.RedirectError.
 func annotate(err error, op string, u *urlInfo) error {

@@ -1,6 +1,7 @@
 package xrdclient
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -22,6 +23,12 @@ type fakeServer struct {
 	handle func(fc *fakeConn, h xrootd.RequestHeader, data []byte) error
 	// security is the login answer's security part ("&P=unix").
 	security string
+	// tls, when set, switches a client that can do TLS to it after
+	// kXR_protocol (kXR_gotoTLS), as a server with "xrootd.tls login".
+	tls *tls.Config
+	// refuseAuth answers kXR_auth of a protocol with kXR_AuthFailed and
+	// this message.
+	refuseAuth map[string]string
 
 	mu    sync.Mutex
 	reqs  []string // "kXR_stat /path" per request handed to handle
@@ -144,13 +151,29 @@ func (s *fakeServer) serve(fc *fakeConn) error {
 		}
 		switch h.RequestID {
 		case xrootd.ReqProtocol:
-			err = fc.ok(h.StreamID, xrootd.ProtocolResponse{Version: xrootd.ProtocolVersion, Flags: xrootd.FlagIsServer}.Append(nil))
+			p := xrootd.DecodeProtocol(h.Body)
+			if s.tls == nil || p.Flags&(xrootd.ProtoAbleTLS|xrootd.ProtoWantTLS) == 0 {
+				err = fc.ok(h.StreamID, xrootd.ProtocolResponse{Version: xrootd.ProtocolVersion, Flags: xrootd.FlagIsServer}.Append(nil))
+				break
+			}
+			flags := xrootd.FlagIsServer | xrootd.FlagHaveTLS | xrootd.FlagGotoTLS | xrootd.FlagTLSLogin
+			if err = fc.ok(h.StreamID, xrootd.ProtocolResponse{Version: xrootd.ProtocolVersion, Flags: flags}.Append(nil)); err == nil {
+				tc := tls.Server(fc.nc, s.tls)
+				err = tc.Handshake()
+				fc.nc = tc
+			}
 		case xrootd.ReqLogin:
 			err = fc.ok(h.StreamID, xrootd.LoginResponse{Session: xrootd.SessionID{1}, Security: s.security}.Append(nil))
 		case xrootd.ReqAuth:
 			s.mu.Lock()
-			s.auths = append(s.auths, xrootd.DecodeAuth(h.Body).Type()+":"+string(data))
+			typ := xrootd.DecodeAuth(h.Body).Type()
+			s.auths = append(s.auths, typ+":"+string(data))
+			msg, refuse := s.refuseAuth[typ]
 			s.mu.Unlock()
+			if refuse {
+				err = fc.fail(h.StreamID, xrootd.CodeAuthFailed, msg)
+				break
+			}
 			err = fc.ok(h.StreamID)
 		default:
 			arg := strings.TrimRight(string(data), "\x00")
