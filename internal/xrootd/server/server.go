@@ -79,7 +79,15 @@ type Options struct {
 	// only) at login, followed by unix for clients without a token; it
 	// checks a token at kXR_auth (a refusal is kXR_NotAuthorized with its
 	// text, which never holds the token). The token then goes with every
-	// request of the session to the Authorizer (auth.Request.Bearer).
+	// request of the session, on every connection bound to it, to the
+	// Authorizer (auth.Request.Bearer).
+	//
+	// unix is always offered after ztn, whatever the policy: XrdCl with
+	// ztn alone and no token fails its login ("No protocols left to
+	// try"), with unix it logs in as anonymous and the Authorizer either
+	// lets it read or refuses each request with a reason ("a credential
+	// is needed"), which also names a token refused at login or a plain
+	// connection. Security's unix and ztn entries are then redundant.
 	Bearer func(token string) error
 	// TLSLogin, with TLS, switches root:// clients that can do TLS to
 	// TLS before they log in (kXR_tlsLogin), so that their tokens can be

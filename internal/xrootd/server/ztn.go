@@ -34,16 +34,20 @@ func (c *conn) ztn(cred []byte) error {
 	return nil
 }
 
-// refusedToken adds to a refusal for want of a credential why the token
-// the client presented was refused: XrdCl goes on to the next protocol
-// (unix) when ztn fails, and its user would otherwise never learn that
-// the token expired.
+// refusedToken adds to a refusal for want of a credential why the
+// session has no token: the one the client presented was refused (XrdCl
+// goes on to the next protocol, unix, when ztn fails, and its user would
+// otherwise never learn that the token expired), or the session is on a
+// plain connection, where XrdCl never sends its token.
 func (ss *session) refusedToken(err error) error {
 	if err == nil || !errors.Is(err, auth.ErrUnauthenticated) {
 		return err
 	}
 	if p := ss.ztnRefused.Load(); p != nil {
 		return fmt.Errorf("%w (the token presented at login was refused: %s)", err, *p)
+	}
+	if ss.srv.opts.Bearer != nil && !ss.main.tls && ss.Bearer() == "" {
+		return fmt.Errorf("%w (tokens are taken over TLS only: use roots://)", err)
 	}
 	return err
 }

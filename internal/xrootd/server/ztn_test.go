@@ -133,6 +133,11 @@ func TestZtnRaw(t *testing.T) {
 	if msg := rc.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqAuth, ar.Body(), xrootd.ZtnCredentials(good)); !strings.Contains(msg, "TLS only") {
 		t.Fatalf("ztn over plain TCP: %q", msg)
 	}
+	// Anonymous on a plain connection: a refusal says where tokens go.
+	rc.mustOK(xrootd.ReqAuth, xrootd.AuthRequest{CredType: [4]byte{'u', 'n', 'i', 'x'}}.Body(), []byte("unix\x00t t\x00"))
+	if msg := rc.mustFail(xrootd.CodeNotAuthorized, xrootd.ReqMkdir, xrootd.MkdirRequest{}.Body(), []byte("/store/d")); !strings.Contains(msg, "a credential is needed") || !strings.Contains(msg, "use roots://") {
+		t.Fatalf("anonymous mkdir over plain TCP: %q", msg)
+	}
 
 	// A client able to do TLS is switched before login (kXR_tlsLogin).
 	rc = ts.tlsLogin(t)
