@@ -1,149 +1,172 @@
 package x509auth
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/x509/pkix"
 	"encoding/asn1"
-	"encoding/pem"
 	"fmt"
-	"os"
 	"strings"
 )
 
-// attribute names as OpenSSL prints them in its one-line form.
-var attrNames = map[string]string{
+// shortNames are the attribute names OpenSSL prints in its one-line form
+// (OBJ_nid2sn); any other attribute is printed as its dotted OID, as
+// OpenSSL does for types it does not know.
+var shortNames = map[string]string{
 	"2.5.4.3":                    "CN",
+	"2.5.4.4":                    "SN",
+	"2.5.4.5":                    "serialNumber",
 	"2.5.4.6":                    "C",
 	"2.5.4.7":                    "L",
 	"2.5.4.8":                    "ST",
 	"2.5.4.9":                    "street",
 	"2.5.4.10":                   "O",
 	"2.5.4.11":                   "OU",
-	"2.5.4.5":                    "serialNumber",
-	"2.5.4.4":                    "SN",
-	"2.5.4.42":                   "GN",
 	"2.5.4.12":                   "title",
-	"0.9.2342.19200300.100.1.25": "DC",
+	"2.5.4.13":                   "description",
+	"2.5.4.15":                   "businessCategory",
+	"2.5.4.17":                   "postalCode",
+	"2.5.4.41":                   "name",
+	"2.5.4.42":                   "GN",
+	"2.5.4.43":                   "initials",
+	"2.5.4.44":                   "generationQualifier",
+	"2.5.4.45":                   "x500UniqueIdentifier",
+	"2.5.4.46":                   "dnQualifier",
+	"2.5.4.65":                   "pseudonym",
+	"2.5.4.97":                   "organizationIdentifier",
 	"0.9.2342.19200300.100.1.1":  "UID",
+	"0.9.2342.19200300.100.1.25": "DC",
 	"1.2.840.113549.1.9.1":       "emailAddress",
+	"1.2.840.113549.1.9.2":       "unstructuredName",
 }
 
-// FormatDN writes a name in OpenSSL's "/DC=org/DC=example/CN=Alice"
-// form, in the certificate's order (as grid-mapfiles and XRootD write
-// DNs); a multi-valued RDN is joined with "+".
-func FormatDN(seq pkix.RDNSequence) string {
+// FormatDN writes name in OpenSSL's one-line form
+// ("/DC=org/DC=example/CN=Alice"), the form grid-mapfiles, XRootD, dCache
+// and StoRM use, in the certificate's RDN order (name.Names, as parsed;
+// ToRDNSequence for a name built in code, which has no Names). Values are
+// escaped as X509_NAME_oneline does: '/' and '+' get a backslash, bytes
+// outside printable ASCII become \xHH (a UTF-8 "é" is "\xC3\xA9").
+//
+// pkix.Name keeps neither multi-valued RDNs nor the string types: for a
+// certificate prefer FormatRawDN(cert.RawSubject), which is exact (Verify
+// uses it).
+func FormatDN(name pkix.Name) string {
 	var b strings.Builder
-	for _, rdn := range seq {
-		b.WriteByte('/')
+	if len(name.Names) > 0 {
+		for _, atv := range name.Names {
+			b.WriteByte('/')
+			writeATV(&b, atv.Type, valueBytes(atv.Value))
+		}
+		return b.String()
+	}
+	for _, rdn := range name.ToRDNSequence() {
 		for i, atv := range rdn {
 			if i > 0 {
 				b.WriteByte('+')
+			} else {
+				b.WriteByte('/')
 			}
-			t, ok := attrNames[atv.Type.String()]
-			if !ok {
-				t = atv.Type.String()
-			}
-			fmt.Fprintf(&b, "%s=%v", t, atv.Value)
+			writeATV(&b, atv.Type, valueBytes(atv.Value))
 		}
 	}
 	return b.String()
 }
 
-// DN formats a DER name (a certificate's RawSubject or RawIssuer) as
-// FormatDN does; pkix.Name would reorder it and drop DC components.
-func DN(der []byte) string {
-	var seq pkix.RDNSequence
-	if _, err := asn1.Unmarshal(der, &seq); err != nil {
+// rawATV is an attribute with its value's encoding kept (OpenSSL prints
+// the string's bytes, whatever its ASN.1 type).
+type rawATV struct {
+	Type  asn1.ObjectIdentifier
+	Value asn1.RawValue
+}
+
+// rawRDNSET is one RDN (encoding/asn1 takes a type named *SET as a SET).
+type rawRDNSET []rawATV
+
+// FormatRawDN formats a DER-encoded name (a certificate's RawSubject or
+// RawIssuer) byte for byte as `openssl x509 -noout -subject -nameopt
+// compat` does: members of a multi-valued RDN are joined with '+'.
+func FormatRawDN(der []byte) (string, error) {
+	var seq []rawRDNSET
+	rest, err := asn1.Unmarshal(der, &seq)
+	if err != nil {
+		return "", fmt.Errorf("distinguished name: %w", err)
+	}
+	if len(rest) > 0 {
+		return "", fmt.Errorf("distinguished name: %d trailing bytes", len(rest))
+	}
+	var b strings.Builder
+	for _, rdn := range seq {
+		for i, atv := range rdn {
+			if i > 0 {
+				b.WriteByte('+')
+			} else {
+				b.WriteByte('/')
+			}
+			v := atv.Value.Bytes
+			if atv.Value.Class == asn1.ClassUniversal && atv.Value.Tag == 27 && len(v)%4 == 0 {
+				// GeneralString holding UCS-4: OpenSSL keeps every
+				// fourth byte when the others are all zero.
+				v = ucs4Low(v)
+			}
+			writeATV(&b, atv.Type, v)
+		}
+	}
+	return b.String(), nil
+}
+
+// mustDN is FormatRawDN for names that crypto/x509 already parsed.
+func mustDN(der []byte) string {
+	s, err := FormatRawDN(der)
+	if err != nil {
 		return "(unparsable name)"
 	}
-	return FormatDN(seq)
+	return s
 }
 
-func pemBlocks(b []byte) []*pem.Block {
-	var out []*pem.Block
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return out
+func ucs4Low(v []byte) []byte {
+	for i, c := range v {
+		if i%4 != 3 && c != 0 {
+			return v
 		}
-		out = append(out, blk)
+	}
+	out := make([]byte, 0, len(v)/4)
+	for i := 3; i < len(v); i += 4 {
+		out = append(out, v[i])
+	}
+	return out
+}
+
+func writeATV(b *strings.Builder, typ asn1.ObjectIdentifier, v []byte) {
+	oid := typ.String()
+	if n, ok := shortNames[oid]; ok {
+		b.WriteString(n)
+	} else {
+		b.WriteString(oid)
+	}
+	b.WriteByte('=')
+	const hex = "0123456789ABCDEF"
+	for _, c := range v {
+		switch {
+		case c < ' ' || c > '~':
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		case c == '/' || c == '+':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
 	}
 }
 
-// ParseGridMap reads a grid-mapfile: per line a DN (quoted when it has
-// spaces) and a name or comma-separated names (the first is used); '#'
-// starts a comment. Errors name the line.
-func ParseGridMap(b []byte) (map[string]string, error) {
-	m := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		var dn, rest string
-		if line[0] == '"' {
-			end := strings.IndexByte(line[1:], '"')
-			if end < 0 {
-				return nil, fmt.Errorf("line %d: unterminated quote", n)
-			}
-			dn, rest = line[1:1+end], line[2+end:]
-		} else {
-			var ok bool
-			dn, rest, ok = strings.Cut(line, " ")
-			if !ok {
-				dn, rest, _ = strings.Cut(line, "\t")
-			}
-		}
-		names := strings.TrimSpace(rest)
-		first, _, _ := strings.Cut(names, ",")
-		first = strings.TrimSpace(first)
-		if !strings.HasPrefix(dn, "/") || first == "" || strings.ContainsAny(first, " \t\"") {
-			return nil, fmt.Errorf("line %d: want \"/DN\" name", n)
-		}
-		m[dn] = first
+// valueBytes is what OpenSSL would print for a value crypto/x509 decoded
+// (UTF-8 for strings).
+func valueBytes(v any) []byte {
+	switch v := v.(type) {
+	case string:
+		return []byte(v)
+	case []byte:
+		return v
+	default:
+		return fmt.Append(nil, v)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// loadGridMap reads the grid-mapfile when it changed.
-func (v *Verifier) loadGridMap() error {
-	if v.cfg.GridMap == "" {
-		return nil
-	}
-	fi, err := os.Stat(v.cfg.GridMap)
-	if err != nil {
-		return fmt.Errorf("grid-mapfile: %w", err)
-	}
-	v.mu.Lock()
-	same := v.gridmap != nil && fi.ModTime().Equal(v.gmMtime) && fi.Size() == v.gridSize
-	v.mu.Unlock()
-	if same {
-		return nil
-	}
-	b, err := os.ReadFile(v.cfg.GridMap)
-	if err != nil {
-		return fmt.Errorf("grid-mapfile: %w", err)
-	}
-	m, err := ParseGridMap(b)
-	if err != nil {
-		return fmt.Errorf("grid-mapfile %s: %w", v.cfg.GridMap, err)
-	}
-	v.mu.Lock()
-	v.gridmap, v.gmMtime, v.gridSize = m, fi.ModTime(), fi.Size()
-	v.mu.Unlock()
-	return nil
-}
-
-// mapped is the grid-mapfile name of dn, "" when none.
-func (v *Verifier) mapped(dn string) string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.gridmap[dn]
 }
