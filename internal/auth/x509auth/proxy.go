@@ -172,6 +172,9 @@ func checkProxy(c, issuer *x509.Certificate, depth int, now time.Time) error {
 	if !bytes.Equal(c.RawIssuer, issuer.RawSubject) {
 		return errors.New("proxy not issued by the certificate after it in the chain")
 	}
+	if issuer.IsCA {
+		return errors.New("proxy issued by a CA certificate (proxies are signed by end-entities or proxies)")
+	}
 	// crypto/x509's CheckSignatureFrom insists on a CA issuer; a proxy's
 	// issuer is an end-entity or another proxy, so check the signature
 	// with the issuer's key directly.

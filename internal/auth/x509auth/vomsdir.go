@@ -22,7 +22,7 @@ import (
 //	<vo>/*.pem       the VOMS servers' certificates (the older way)
 //	*.pem            the same, for any VO
 type vomsStore struct {
-	lsc   map[string][][]string            // "vo/host" -> DN chains
+	lsc   map[string][][]string          // "vo/host" -> DN chains
 	certs map[string][]*x509.Certificate // vo ("" for any) -> certificates
 	stamp string
 }
