@@ -120,7 +120,9 @@ func isNumber(s string) bool {
 }
 
 // extraCN returns the one single-valued CN RDN by which subject extends
-// issuer (both DER names), comparing the issuer's RDNs byte for byte.
+// issuer (both DER names). The issuer's RDNs must be repeated with the
+// same attributes and values; the string types may differ (a proxy made
+// from a request, as `openssl x509 -req` does, re-encodes the name).
 func extraCN(subject, issuer []byte) (string, bool) {
 	var sub, iss []asn1.RawValue
 	if rest, err := asn1.Unmarshal(subject, &sub); err != nil || len(rest) > 0 {
@@ -133,7 +135,7 @@ func extraCN(subject, issuer []byte) (string, bool) {
 		return "", false
 	}
 	for i := range iss {
-		if !bytes.Equal(sub[i].FullBytes, iss[i].FullBytes) {
+		if !sameRDN(sub[i].FullBytes, iss[i].FullBytes) {
 			return "", false
 		}
 	}
@@ -146,6 +148,29 @@ func extraCN(subject, issuer []byte) (string, bool) {
 	}
 	s, ok := last[0].Value.(string)
 	return s, ok
+}
+
+// sameRDN compares two DER RDNs: byte for byte, else attribute by
+// attribute with their decoded string values.
+func sameRDN(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ra, rb pkix.RelativeDistinguishedNameSET
+	if _, err := asn1.Unmarshal(a, &ra); err != nil {
+		return false
+	}
+	if _, err := asn1.Unmarshal(b, &rb); err != nil || len(ra) != len(rb) {
+		return false
+	}
+	for i := range ra {
+		sa, ok1 := ra[i].Value.(string)
+		sb, ok2 := rb[i].Value.(string)
+		if !ra[i].Type.Equal(rb[i].Type) || !ok1 || !ok2 || sa != sb {
+			return false
+		}
+	}
+	return true
 }
 
 // proxyLimited reports a limited proxy: the Globus limited policy
