@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha1"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -119,6 +120,15 @@ func (p *pki) issue(parent *cred, tmpl x509.Certificate, key crypto.Signer) cred
 	}
 	if tmpl.NotBefore.IsZero() {
 		tmpl.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if tmpl.SubjectKeyId == nil {
+		// The VOMS tools want it on every issuer (authorityKeyIdentifier keyid:always).
+		spki, err := x509.MarshalPKIXPublicKey(key.Public())
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		h := sha1.Sum(spki)
+		tmpl.SubjectKeyId = h[:]
 	}
 	issuer, signer := &tmpl, key
 	if parent != nil {

@@ -150,6 +150,26 @@ func extraCN(subject, issuer []byte) (string, bool) {
 	return s, ok
 }
 
+// sameName compares two DER names RDN by RDN (sameRDN).
+func sameName(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ra, rb []asn1.RawValue
+	if rest, err := asn1.Unmarshal(a, &ra); err != nil || len(rest) > 0 {
+		return false
+	}
+	if rest, err := asn1.Unmarshal(b, &rb); err != nil || len(rest) > 0 || len(ra) != len(rb) {
+		return false
+	}
+	for i := range ra {
+		if !sameRDN(ra[i].FullBytes, rb[i].FullBytes) {
+			return false
+		}
+	}
+	return true
+}
+
 // sameRDN compares two DER RDNs: byte for byte, else attribute by
 // attribute with their decoded string values.
 func sameRDN(a, b []byte) bool {

@@ -1,7 +1,6 @@
 package x509auth
 
 import (
-	"bytes"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -63,7 +62,8 @@ type voAC struct {
 	vo, host     string // from the policyAuthority "vo://host:port"
 	fqans        []string
 	certs        []*x509.Certificate // the VOMS server's chain, when sent
-	targets      []string
+	targeted     bool                // has the targets extension
+	targets      []string            // its URI and DNS names
 }
 
 // vomsACs returns the DER ACs of a proxy's VOMS extension (nil: none).
@@ -130,10 +130,8 @@ func parseAC(der []byte) (*voAC, error) {
 				return nil, err
 			}
 		case e.Id.Equal(oidACTargets):
-			ac.targets = asn1Strings(e.Value, nil)
-			if len(ac.targets) == 0 {
-				return nil, errors.New("unreadable AC targets extension")
-			}
+			// Usable only at the targets listed (none: nowhere).
+			ac.targeted, ac.targets = true, asn1Strings(e.Value, nil)
 		case e.Id.Equal(oidNoRevAvail), e.Id.Equal(oidAuthKeyID), e.Id.Equal(oidVOMSTags):
 		default:
 			if e.Critical {
@@ -243,14 +241,24 @@ func directoryName(b []byte) []byte {
 	return nil
 }
 
-// parseCertSeq reads the VOMS server's chain: a SEQUENCE OF Certificate.
+// parseCertSeq reads the VOMS server's chain, which VOMS encodes as
+// AC_CERTS ::= SEQUENCE { SEQUENCE OF Certificate } (a bare SEQUENCE OF
+// Certificate is read too).
 func parseCertSeq(der []byte) ([]*x509.Certificate, error) {
-	var seq []asn1.RawValue
-	if _, err := asn1.Unmarshal(der, &seq); err != nil {
+	var outer []asn1.RawValue
+	if rest, err := asn1.Unmarshal(der, &outer); err != nil || len(rest) > 0 {
 		return nil, errors.New("malformed VOMS certificate chain")
 	}
+	if len(outer) == 1 {
+		var inner []asn1.RawValue
+		if _, err := asn1.Unmarshal(outer[0].FullBytes, &inner); err == nil && len(inner) > 0 && inner[0].Tag == asn1.TagSequence {
+			if _, err := x509.ParseCertificate(outer[0].FullBytes); err != nil {
+				outer = inner // the stack inside AC_CERTS
+			}
+		}
+	}
 	var out []*x509.Certificate
-	for _, el := range seq {
+	for _, el := range outer {
 		c, err := x509.ParseCertificate(el.FullBytes)
 		if err != nil {
 			return nil, fmt.Errorf("VOMS certificate chain: %w", err)
@@ -306,10 +314,12 @@ func (ac *voAC) checkSignature(signer *x509.Certificate) error {
 	return signer.CheckSignature(algo, ac.raw.Info.FullBytes, ac.raw.Sig.RightAlign())
 }
 
-// holderIn reports whether the AC's holder is one of certs.
+// holderIn reports whether the AC's holder is one of certs: its serial,
+// and its issuer's name — or its own, which VOMS servers write there
+// (and VOMS's validation accepts).
 func (ac *voAC) holderIn(certs []*x509.Certificate) bool {
 	for _, c := range certs {
-		if bytes.Equal(c.RawIssuer, ac.holderIssuer) && c.SerialNumber.Cmp(ac.holderSerial) == 0 {
+		if c.SerialNumber.Cmp(ac.holderSerial) == 0 && (sameName(c.RawIssuer, ac.holderIssuer) || sameName(c.RawSubject, ac.holderIssuer)) {
 			return true
 		}
 	}

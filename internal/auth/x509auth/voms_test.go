@@ -85,7 +85,7 @@ func buildAC(t testing.TB, s acSpec) []byte {
 		for _, c := range append([]*x509.Certificate{s.issuer.cert}, s.extraCerts...) {
 			certs = append(certs, c.Raw)
 		}
-		exts = append(exts, der(t, pkix.Extension{Id: oidVOMSCertSeq, Value: seq(t, certs...)}))
+		exts = append(exts, der(t, pkix.Extension{Id: oidVOMSCertSeq, Value: seq(t, seq(t, certs...))}))
 	}
 	exts = append(exts, der(t, pkix.Extension{Id: oidNoRevAvail, Value: []byte{5, 0}}))
 	if s.targets != nil {
@@ -204,7 +204,8 @@ func TestVOMS(t *testing.T) {
 		{"VO without .lsc", with(func(s *acSpec) { s.vo = "lhcb"; s.fqans = []string{"/lhcb"} }), "vomsdir has no lhcb/voms.test.org.lsc"},
 		{"FQAN of another VO", with(func(s *acSpec) { s.fqans = []string{"/cms", "/atlas/Role=admin"} }), "outside the VO"},
 		{"FQAN prefix trick", with(func(s *acSpec) { s.fqans = []string{"/cmsx"} }), "outside the VO"},
-		{"targeted elsewhere", with(func(s *acSpec) { s.targets = []string{"other.test.org"} }), "restricted to [other.test.org]"},
+		{"targeted elsewhere", with(func(s *acSpec) { s.targets = []string{"other.test.org"} }), `restricted to the targets ["other.test.org"]`},
+		{"empty target list", with(func(s *acSpec) { s.targets = []string{} }), "restricted to the targets []"},
 		{"unknown critical extension", with(func(s *acSpec) { s.criticalX = true }), "unsupported critical extension"},
 		{"no server certificate in the AC", with(func(s *acSpec) { s.noCertSeq = true }), "does not carry the certificate"},
 		{"bad policy authority", with(func(s *acSpec) { s.uri = "voms.test.org" }), "not vo://host:port"},

@@ -192,8 +192,8 @@ func (vs *vomsStore) verifyAC(ac *voAC, holders []*x509.Certificate, ca *caStore
 		return fmt.Errorf("%s: expired or not yet valid (%s to %s)", what,
 			ac.info.Validity.NotBefore.UTC().Format(time.RFC3339), ac.info.Validity.NotAfter.UTC().Format(time.RFC3339))
 	}
-	if len(ac.targets) > 0 && !slices.ContainsFunc(ac.targets, func(t string) bool { return slices.Contains(targets, t) }) {
-		return fmt.Errorf("%s: restricted to %v", what, ac.targets)
+	if ac.targeted && !slices.ContainsFunc(ac.targets, func(t string) bool { return slices.Contains(targets, t) }) {
+		return fmt.Errorf("%s: restricted to the targets %q", what, ac.targets)
 	}
 	for _, f := range ac.fqans {
 		if f != "/"+ac.vo && !strings.HasPrefix(f, "/"+ac.vo+"/") {
