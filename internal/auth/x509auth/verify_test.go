@@ -275,7 +275,6 @@ func TestServerTLS(t *testing.T) {
 	if c == base || c.ClientAuth != tls.RequestClientCert || c.MinVersion != tls.VersionTLS12 || base.ClientAuth != tls.RequireAndVerifyClientCert {
 		t.Fatalf("%+v", c)
 	}
-	//lint:ignore SA1019 the subjects are what clients are told
 	subjects := c.ClientCAs.Subjects()
 	if len(subjects) != 1 || string(subjects[0]) != string(p.ca.cert.RawSubject) {
 		t.Fatalf("ClientCAs: %q", subjects)
