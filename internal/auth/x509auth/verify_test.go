@@ -3,6 +3,7 @@ package x509auth
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ func TestVerify(t *testing.T) {
 	underLimited := p.proxy(limited, proxyOpts{})
 	legacy := p.proxy(alice, proxyOpts{legacy: "proxy"})
 	legacyLimited := p.proxy(alice, proxyOpts{legacy: "limited proxy"})
+	legacyNumeric := p.proxy(alice, proxyOpts{legacy: "4711"})
 	short := p.proxy(alice, proxyOpts{notAfter: time.Now().Add(time.Hour)})
 	pathLen1 := p.proxy(alice, proxyOpts{pathLen: 1 + 1})
 	pathLen1a := p.proxy(pathLen1, proxyOpts{})
@@ -46,6 +48,7 @@ func TestVerify(t *testing.T) {
 		{"proxy of a limited proxy", []*x509.Certificate{underLimited.cert, limited.cert, alice.cert}, true, true, underLimited.cert.NotAfter},
 		{"legacy proxy", []*x509.Certificate{legacy.cert, alice.cert}, true, false, legacy.cert.NotAfter},
 		{"legacy limited proxy", []*x509.Certificate{legacyLimited.cert, alice.cert}, true, true, legacyLimited.cert.NotAfter},
+		{"legacy proxy with a numeric CN", []*x509.Certificate{legacyNumeric.cert, alice.cert}, true, false, legacyNumeric.cert.NotAfter},
 		{"earliest expiry", []*x509.Certificate{short.cert, alice.cert}, true, false, short.cert.NotAfter},
 		{"path length kept", []*x509.Certificate{pathLen1a.cert, pathLen1.cert, alice.cert}, true, false, pathLen1a.cert.NotAfter},
 	}
@@ -282,5 +285,41 @@ func TestServerTLS(t *testing.T) {
 	}
 	if v.ServerTLS(nil).ClientAuth != tls.RequestClientCert {
 		t.Fatal("nil base")
+	}
+}
+
+func TestParseProxyInfo(t *testing.T) {
+	for _, c := range []struct {
+		hex     string
+		pathLen int
+		lang    string
+		err     bool
+	}{
+		{"300f020101300a06082b06010505071501", 1, "1.3.6.1.5.5.7.21.1", false},     // RFC 3820, pathlen 1
+		{"300c300a06082b06010505071501", -1, "1.3.6.1.5.5.7.21.1", false},          // RFC 3820, unlimited
+		{"3011300a06082b06010505071501a103020101", 1, "1.3.6.1.5.5.7.21.1", false}, // GT3 draft
+		{"0500", 0, "", true},                               // garbage
+		{"3003020101", 0, "", true},                         // no policy
+		{"300f0201ff300a06082b06010505071501", 0, "", true}, // negative path length
+	} {
+		b, _ := hex.DecodeString(c.hex)
+		pi, err := parseProxyInfo(b)
+		if (err != nil) != c.err || err == nil && (pi.pathLen != c.pathLen || pi.language.String() != c.lang) {
+			t.Errorf("%s: %+v %v", c.hex, pi, err)
+		}
+	}
+}
+
+func BenchmarkVerifyProxy(b *testing.B) {
+	p := newPKI(b, "Test CA")
+	alice := p.user("Alice")
+	px := p.proxy(alice, proxyOpts{})
+	v := p.verifier(Config{GridMap: writeFile(b, "grid-mapfile", []byte(`"/DC=org/DC=test/CN=Alice" alice`+"\n"))})
+	chain := []*x509.Certificate{px.cert, alice.cert}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(chain); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
