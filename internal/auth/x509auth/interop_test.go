@@ -155,6 +155,7 @@ func vomsFake(t testing.TB, user, host files, certDir string, extra ...string) s
 }
 
 func TestVOMSProxyFake(t *testing.T) {
+	needTool(t, "voms-proxy-fake")
 	p := newPKI(t, "Test CA")
 	// RSA keys: the VOMS tools' own kind.
 	user := p.writeCred("alice", p.issue(&p.ca, x509.Certificate{
