@@ -49,9 +49,10 @@ func init() {
 		Title: "Authentication cost: 4 KiB GETs with and without a bearer token (wrk), HTTPS whole-file reads vs XrdHttp over TLS (curl)",
 		Doc: "A wanda server (`wanda server` as a child process, JSON log at info level as deployed) trusting one token issuer " +
 			"through an offline JWKS file (`--token-issuer`, `--token-keys`, `--token-audience`; anonymous reads allowed) serves " +
-			"a `small` file to wrk (`threads` threads, `conns` connections, `duration` per measurement): anonymously, with a " +
-			"valid WLCG token (`alg`, storage.read:/) in every request's Authorization header, and with an expired token of " +
-			"the same issuer (every answer a 401), `rounds` times per repetition, the order reversed every round. Rows give " +
+			"a `small` file to wrk (`threads` threads, `conns` connections, `duration` per measurement): anonymously; " +
+			"anonymously with an X-Padding header as long as the token's (what the bytes alone cost HTTP); with a valid WLCG " +
+			"token (`alg`, storage.read:/) in every request's Authorization header; and with an expired token of the same " +
+			"issuer (every answer a 401); `rounds` times per repetition, the order reversed every round. Rows give " +
 			"requests/s, wrk's non-2xx count and socket errors, and the server's and wrk's CPU per request; the summary the " +
 			"median of the per-round ratios token/anonymous (goal >= 0.97: less than 3% fewer requests/s). Then one " +
 			"page-cached file (`size`) is read whole with curl (one stream, to /dev/null, `passes` times back to back, " +
@@ -66,11 +67,12 @@ func init() {
 			{Name: "duration", Help: "wrk duration per measurement (whole seconds)", Default: "10s", Quick: "3s"},
 			{Name: "conns", Help: "wrk connections (-c)", Default: "16"},
 			{Name: "threads", Help: "wrk threads (-t)", Default: "2"},
-			{Name: "rounds", Help: "wrk rounds per repetition (anonymous, token, refused token each)", Default: "3", Quick: "1"},
+			{Name: "rounds", Help: "wrk rounds per repetition (each target once per round)", Default: "3", Quick: "1"},
 			{Name: "alg", Help: "the issuer's signature algorithm: RS256 (WLCG IAM, CILogon) or ES256", Default: "RS256"},
 			{Name: "size", Help: "size of the file read whole over HTTPS", Default: "1GiB", Quick: "256MiB"},
 			{Name: "passes", Help: "curl reads of the big file per measurement, back to back", Default: "3", Quick: "2"},
 			{Name: "https_token", Help: "also read the big file from wanda over HTTPS with the token: yes/no", Default: "yes"},
+			{Name: "parts", Help: "what to measure: gets (wrk) and/or https (curl)", Default: "gets https"},
 		},
 		Run: runAuthExp,
 	})
@@ -80,7 +82,10 @@ const seed000Auth = `The seeds measured no authentication cost: their federation
 
 // The small GETs' targets.
 const (
-	authAnon    = "anonymous"
+	authAnon = "anonymous"
+	// authPadded is anonymous with a header as long as the token's
+	// (X-Padding): what the bytes cost HTTP, without any verification.
+	authPadded  = "anonymous + header of the token's size"
 	authToken   = "token"
 	authRefused = "refused token (401)"
 )
@@ -122,6 +127,20 @@ func runAuthExp(ctx context.Context, r *Run) error {
 	rounds, passes := r.Int("rounds"), r.Int("passes")
 	alg := strings.ToUpper(strings.TrimSpace(r.Str("alg")))
 	httpsToken := netYes(r, "https_token")
+	var wantGets, wantHTTPS bool
+	for _, p := range fields(r.Str("parts")) {
+		switch p {
+		case "gets":
+			wantGets = true
+		case "https":
+			wantHTTPS = true
+		default:
+			panic(paramError{"parts", r.Str("parts"), "some of: gets https"})
+		}
+	}
+	if !wantGets && !wantHTTPS {
+		panic(paramError{"parts", r.Str("parts"), "some of: gets https"})
+	}
 	switch {
 	case small < 1:
 		panic(paramError{"small", r.Str("small"), "at least 1 byte"})
@@ -140,11 +159,11 @@ func runAuthExp(ctx context.Context, r *Run) error {
 	case alg != "RS256" && alg != "ES256":
 		panic(paramError{"alg", r.Str("alg"), "RS256 or ES256"})
 	}
-	haveWrk, haveCurl := r.Have("wrk"), r.Have("curl")
-	if !haveWrk {
+	haveWrk, haveCurl := wantGets && r.Have("wrk"), wantHTTPS && r.Have("curl")
+	if wantGets && !haveWrk {
 		r.Note("wrk: not installed (apt-get install wrk), the small GETs are skipped")
 	}
-	if !haveCurl {
+	if wantHTTPS && !haveCurl {
 		r.Note("curl: not installed (apt-get install curl), the whole-file reads are skipped")
 	}
 	if !haveWrk && !haveCurl {
@@ -153,7 +172,7 @@ func runAuthExp(ctx context.Context, r *Run) error {
 
 	e := &authEnv{small: small, big: size, smallPath: "/small.bin", bigPath: "/big.bin"}
 	if haveWrk {
-		e.steps += r.Reps() * rounds * 3
+		e.steps += r.Reps() * rounds * 4
 	}
 	if haveCurl {
 		e.steps += r.Reps() * 5 // fixed once the targets are known
@@ -291,18 +310,23 @@ func authCheckSmall(ctx context.Context, e *authEnv) error {
 // of anonymous, token and refused token, the order reversed every round.
 func authSmallGETs(ctx context.Context, r *Run, e *authEnv, dur time.Duration, threads, conns, rounds int) error {
 	url := e.plain.URL + "/data" + e.smallPath
-	toks := map[string]string{authAnon: "", authToken: e.good, authRefused: e.refused}
+	hdr := map[string]string{
+		authAnon:    "",
+		authPadded:  "X-Padding: " + strings.Repeat("p", len("Authorization: Bearer ")+len(e.good)-len("X-Padding: ")),
+		authToken:   "Authorization: Bearer " + e.good,
+		authRefused: "Authorization: Bearer " + e.refused,
+	}
+	order := []string{authAnon, authPadded, authToken, authRefused}
 	// Warm-up, not recorded: connections, the server's heap, the token
 	// and refusal caches.
-	for _, t := range []string{authAnon, authToken, authRefused} {
-		if _, err := authWrk(ctx, e.plain, url, toks[t], threads, conns, time.Second); err != nil {
+	for _, t := range order {
+		if _, err := authWrk(ctx, e.plain, url, hdr[t], threads, conns, time.Second); err != nil {
 			return fmt.Errorf("warm-up %s: %w", t, err)
 		}
 	}
 	r.Note("small GETs: `wrk -t%d -c%d -d%ds` (%s) on the same cores as the server, against %s (%s); a 1 s warm-up per target first; every target runs once per round, the order reversed every other round; the server's CPU per request is its utime+stime (/proc) over the run divided by the requests wrk made, wrk's likewise from its rusage",
 		threads, conns, int(dur.Seconds()), orDefault(r.toolVersionSeen("wrk"), "version unknown"), url, client.FormatBytes(e.small))
 	n := r.Reps() * rounds
-	order := []string{authAnon, authToken, authRefused}
 	for i := 1; i <= n; i++ {
 		rep := (i-1)/rounds + 1
 		ord := slices.Clone(order)
@@ -315,7 +339,7 @@ func authSmallGETs(ctx context.Context, r *Run, e *authEnv, dur time.Duration, t
 			if err := context.Cause(ctx); err != nil {
 				return err
 			}
-			w, err := authWrk(ctx, e.plain, url, toks[t], threads, conns, dur)
+			w, err := authWrk(ctx, e.plain, url, hdr[t], threads, conns, dur)
 			if err != nil {
 				return fmt.Errorf("wrk %s: %w", t, err)
 			}
@@ -336,6 +360,9 @@ func authSmallGETs(ctx context.Context, r *Run, e *authEnv, dur time.Duration, t
 				"wrk_cpu_us_per_req", netRound(w.wrkCPU.Seconds()*1e6/float64(w.requests), 2)}
 			if t != authAnon {
 				kv = append(kv, "vs_anonymous", netRound(w.rps/res[authAnon].rps, 4))
+			}
+			if t == authToken {
+				kv = append(kv, "vs_padded", netRound(w.rps/res[authPadded].rps, 4))
 			}
 			r.Row(kv...)
 		}
@@ -360,13 +387,13 @@ var (
 	wrkLatency  = regexp.MustCompile(`Latency\s+([0-9.]+)(us|ms|s|m)\b`)
 )
 
-// authWrk runs wrk against url (with a bearer token unless tok is "")
-// and measures the server's CPU time over the run.
-func authWrk(ctx context.Context, srv *childProc, url, tok string, threads, conns int, d time.Duration) (wrkResult, error) {
+// authWrk runs wrk against url (with one more header line unless hdr is
+// "") and measures the server's CPU time over the run.
+func authWrk(ctx context.Context, srv *childProc, url, hdr string, threads, conns int, d time.Duration) (wrkResult, error) {
 	var w wrkResult
 	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d.Seconds())) + "s"}
-	if tok != "" {
-		args = append(args, "-H", "Authorization: Bearer "+tok)
+	if hdr != "" {
+		args = append(args, "-H", hdr)
 	}
 	before, err := srv.usage()
 	if err != nil {
@@ -583,7 +610,7 @@ func authSummary(r *Run, e *authEnv, threads, conns int, dur time.Duration) stri
 	}
 	var b strings.Builder
 	b.WriteString("Medians over the rounds (GETs) and repetitions (whole file); a ratio is the median of the ratios between targets measured one after the other (same round or repetition).\n\n")
-	b.WriteString("| measure | target | median | server CPU per request | ratio | goal | met |\n|---|---|---:|---:|---:|---|---|\n")
+	b.WriteString("| measure | target | median | server CPU per request | wrk CPU per request | ratio | goal | met |\n|---|---|---:|---:|---:|---:|---|---|\n")
 	goalLine := func(ratios []float64, goal float64, info string) (string, string, string) {
 		if len(ratios) == 0 {
 			return "", "", ""
@@ -599,14 +626,14 @@ func authSummary(r *Run, e *authEnv, threads, conns int, dur time.Duration) stri
 		return fmt.Sprintf("%.3f", m), fmt.Sprintf(">= %.2f", goal), met
 	}
 	measure := fmt.Sprintf("%s GETs (wrk -t%d -c%d -d%ds)", client.FormatBytes(e.small), threads, conns, int(dur.Seconds()))
-	for _, t := range []string{authAnon, authToken, authRefused} {
+	for _, t := range []string{authAnon, authPadded, authToken, authRefused} {
 		rps := col("small GETs", t, "req_s")
 		if len(rps) == 0 {
 			continue
 		}
-		ratio, goal, met := goalLine(col("small GETs", t, "vs_anonymous"), 0.97, map[string]string{authRefused: "(information)"}[t])
-		cpu := med(col("small GETs", t, "srv_cpu_us_per_req"))
-		fmt.Fprintf(&b, "| %s | %s | %s req/s | %s µs | %s | %s | %s |\n", measure, t, med(rps), cpu, ratio, goal, met)
+		ratio, goal, met := goalLine(col("small GETs", t, "vs_anonymous"), 0.97, map[string]string{authPadded: "(information)", authRefused: "(information)"}[t])
+		cpu, wcpu := med(col("small GETs", t, "srv_cpu_us_per_req")), med(col("small GETs", t, "wrk_cpu_us_per_req"))
+		fmt.Fprintf(&b, "| %s | %s | %s req/s | %s µs | %s µs | %s | %s | %s |\n", measure, t, med(rps), cpu, wcpu, ratio, goal, met)
 		measure = ""
 	}
 	measure = fmt.Sprintf("whole %s file (curl, one stream)", client.FormatBytes(e.big))
@@ -617,11 +644,13 @@ func authSummary(r *Run, e *authEnv, threads, conns int, dur time.Duration) stri
 		}
 		info := map[string]string{authWandaHTTP: "(ceiling without TLS)", authXrdHTTP: "(information)"}[t]
 		ratio, goal, met := goalLine(col("whole file", t, "vs_xrdhttp_tls"), 1.0, info)
-		fmt.Fprintf(&b, "| %s | %s | %s MB/s | | %s | %s | %s |\n", measure, t, med(mbs), ratio, goal, met)
+		fmt.Fprintf(&b, "| %s | %s | %s MB/s | | | %s | %s | %s |\n", measure, t, med(mbs), ratio, goal, met)
 		measure = ""
 	}
 	if rs := col("small GETs", authToken, "vs_anonymous"); len(rs) > 0 {
-		r.Note("goal: token/anonymous >= 0.97 on %s GETs (median of %d rounds): %.3f", client.FormatBytes(e.small), len(rs), percentile(rs, 0.5))
+		r.Note("goal: token/anonymous >= 0.97 on %s GETs (median of %d rounds): %.3f; of which the header's bytes (anonymous with a header of the token's size / anonymous) %.3f and the token's verification (token / that) %.3f",
+			client.FormatBytes(e.small), len(rs), percentile(rs, 0.5),
+			percentile(col("small GETs", authPadded, "vs_anonymous"), 0.5), percentile(col("small GETs", authToken, "vs_padded"), 0.5))
 	}
 	if rs := col("whole file", authWandaTLS, "vs_xrdhttp_tls"); len(rs) > 0 {
 		r.Note("goal: wanda/XrdHttp over TLS >= 1.0 (median of %d repetitions): %.3f", len(rs), percentile(rs, 0.5))

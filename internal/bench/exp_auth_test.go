@@ -44,8 +44,9 @@ func needPeer(t *testing.T, tool string) {
 	}
 }
 
-// TestAuthQuick runs the auth experiment with tiny parameters: wrk's three
-// targets (anonymous, token, refused token: checked 200s and 401s), curl's
+// TestAuthQuick runs the auth experiment with tiny parameters: wrk's four
+// targets (anonymous, padded, token, refused token: checked 200s and
+// 401s), curl's
 // whole-file reads from wanda over HTTPS (with and without the token) and
 // HTTP, and XrdHttp's lines when XRootD is installed and runnable here.
 func TestAuthQuick(t *testing.T) {
@@ -94,7 +95,7 @@ func TestAuthQuick(t *testing.T) {
 		t.Fatalf("row %v: no number in %s", row.Vals, col)
 		return 0
 	}
-	for _, target := range []string{"anonymous", "token", "refused token (401)"} {
+	for _, target := range []string{"anonymous", "anonymous + header of the token's size", "token", "refused token (401)"} {
 		got := get("small GETs", target)
 		if len(got) != 1 {
 			t.Fatalf("small GETs %s: %d rows, want 1", target, len(got))
@@ -116,6 +117,9 @@ func TestAuthQuick(t *testing.T) {
 		}
 		if target != "anonymous" && num(row, "vs_anonymous") <= 0 {
 			t.Errorf("%s: no ratio to anonymous", target)
+		}
+		if target == "token" && num(row, "vs_padded") <= 0 {
+			t.Errorf("token: no ratio to the padded requests")
 		}
 	}
 	for _, target := range []string{"wanda https", "wanda https + token", "wanda http"} {
@@ -166,6 +170,7 @@ func TestAuthParams(t *testing.T) {
 		{"alg": "HS256"},
 		{"https_token": "maybe"},
 		{"rounds": "0"},
+		{"parts": "gets ftp"},
 	} {
 		_, err := bench.Execute(t.Context(), e, bench.Options{Quick: true, Out: t.TempDir(), Set: set})
 		if !errors.Is(err, bench.ErrUsage) {
