@@ -149,7 +149,7 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 			doc.Files = []client.Result{}
 		}
 		if cerr != nil {
-			doc.Error = cerr.Error()
+			doc.Error = f.explain(cerr).Error()
 		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -164,7 +164,7 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 			fmt.Fprintf(out, "%d files, %s in %s (%s), %d retries, %d failed\n", len(results), human(bytes), elapsed.Round(time.Millisecond), rate(bytes, elapsed), retries, failed)
 		}
 	}
-	return cerr
+	return f.explain(cerr)
 }
 
 func sumNote(r client.Result) string {

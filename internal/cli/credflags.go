@@ -2,7 +2,9 @@ package cli
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/spf13/cobra"
@@ -15,14 +17,16 @@ import (
 // credFlags are the client verbs' credentials (docs/security.md).
 type credFlags struct {
 	token, cert, key, ca string
+
+	src *cred.TokenSource // set by apply: nil when no token was found
 }
 
 func (f *credFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.token, "token", "", "bearer token file, re-read when it changes (default: BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID)")
-	fl.StringVar(&f.cert, "cert", "", "HTTPS client certificate or grid proxy (default: X509_USER_PROXY, /tmp/x509up_u$UID)")
-	fl.StringVar(&f.key, "key", "", "its private key (default: in the certificate file, as in a proxy)")
-	fl.StringVar(&f.ca, "ca", "", "CA certificates to trust besides the system's: a PEM file or directory (default: X509_CERT_DIR)")
+	fl.StringVar(&f.token, "token", "", "bearer token file, re-read when it changes; sent to the hosts named, and to others over https only (default: BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID)")
+	fl.StringVar(&f.cert, "cert", "", "HTTPS client certificate or grid proxy, PEM with its chain (default: X509_USER_PROXY, /tmp/x509up_u$UID)")
+	fl.StringVar(&f.key, "key", "", "the private key of --cert (default: in the certificate file, as in a proxy)")
+	fl.StringVar(&f.ca, "ca", "", "CA certificates to trust besides the system's: a PEM file or directory (default: X509_CERT_DIR, /etc/grid-security/certificates)")
 }
 
 // apply gives c the credentials found; the token may go to the hosts of
@@ -33,30 +37,21 @@ func (f *credFlags) apply(c *client.Client, urls ...string) error {
 	if err != nil {
 		return err
 	}
+	f.src = src
 	var tokenFn func() (string, error)
 	if src != nil {
 		tokenFn = src.Token
-		c.HTTP.Token = tokenFn
+		c.HTTP.Token, c.HTTP.RenewToken = src.Token, src.Renew
 		for _, u := range urls {
 			c.HTTP.TrustURL(u)
 		}
 		c.Log.Debug("bearer token", "from", src.Where())
 	}
-	roots, err := cred.RootCAs(f.ca)
+	tc, err := f.tlsConfig(c.Log)
 	if err != nil {
 		return err
 	}
-	cert, where, err := cred.DiscoverCert(f.cert, f.key)
-	if err != nil {
-		return err
-	}
-	var tc *tls.Config
-	if roots != nil || cert != nil {
-		tc = &tls.Config{RootCAs: roots}
-		if cert != nil {
-			tc.Certificates = []tls.Certificate{*cert}
-			c.Log.Debug("client certificate", "from", where)
-		}
+	if tc != nil {
 		tr, ok := c.HTTP.Client.Transport.(*http.Transport)
 		if !ok {
 			return fmt.Errorf("client: unexpected HTTP transport %T", c.HTTP.Client.Transport)
@@ -68,4 +63,58 @@ func (f *credFlags) apply(c *client.Client, urls ...string) error {
 	c.Register("root", xt)
 	c.Register("roots", xt)
 	return nil
+}
+
+// tlsConfig is the CAs and the client certificate found; nil when there
+// is neither (Go's defaults).
+func (f *credFlags) tlsConfig(log *slog.Logger) (*tls.Config, error) {
+	roots, err := cred.RootCAs(f.ca)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := cred.DiscoverCert(f.cert, f.key)
+	if err != nil {
+		return nil, err
+	}
+	if cc != nil && cc.Expired() {
+		leaf := cc.Certificate().Leaf
+		if f.cert != "" {
+			return nil, fmt.Errorf("--cert %s expired at %s", cc.Where(), leaf.NotAfter.UTC().Format("2006-01-02 15:04:05 MST"))
+		}
+		log.Warn("not presenting an expired proxy", "file", cc.Where(), "expired", leaf.NotAfter.UTC())
+		cc = nil
+	}
+	if roots == nil && cc == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{RootCAs: roots}
+	if cc != nil {
+		// Always presented when a server asks (as grid tools do), not only
+		// when its CA is in the server's list, and read again when the
+		// proxy is renewed.
+		tc.GetClientCertificate = cc.GetClientCertificate
+		log.Debug("client certificate", "from", cc.Where())
+	}
+	return tc, nil
+}
+
+// explain adds to a refusal what the user can do about it: a 401 with no
+// token found names the places looked at.
+func (f *credFlags) explain(err error) error {
+	if err == nil || f.src != nil || !errors.Is(err, client.ErrUnauthorized) {
+		return err
+	}
+	return fmt.Errorf("%w (no bearer token found: give --token FILE, or set BEARER_TOKEN or BEARER_TOKEN_FILE)", err)
+}
+
+// httpClient is a plain HTTP client with the TLS settings of the flags
+// (for the federation API).
+func (f *credFlags) httpClient(log *slog.Logger) (*http.Client, error) {
+	tc, err := f.tlsConfig(log)
+	if err != nil || tc == nil {
+		return http.DefaultClient, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Transport: tr}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +23,12 @@ import (
 
 // fedCall sends one federation API request and decodes the JSON answer.
 func fedCall(ctx context.Context, method, u, token string, body, out any) error {
+	return fedCallWith(ctx, http.DefaultClient, method, u, token, body, out)
+}
+
+// fedCallWith is fedCall with the client hc (the TLS settings of the
+// credential flags).
+func fedCallWith(ctx context.Context, hc *http.Client, method, u, token string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -42,7 +49,7 @@ func fedCall(ctx context.Context, method, u, token string, body, out any) error 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -79,7 +86,7 @@ func baseAndPath(s string) (base, p string, err error) {
 
 func newLocateCmd() *cobra.Command {
 	var asJSON bool
-	var tokenFile string
+	var cf credFlags
 	cmd := &cobra.Command{
 		Use:   "locate URL",
 		Short: "List every replica of a file the federation knows, with each site's local path",
@@ -97,9 +104,10 @@ the file at in its own layout. Exit status 1 when nobody has it.`,
 			}
 			q := url.Values{fed.ParamPath: {p}, fed.ParamAll: {"1"}}
 			// A protected site answers readers of the path: the bearer
-			// token, found as the other client verbs find it.
+			// token and the TLS settings, found as the other client verbs
+			// find them (the token goes to the host named only).
 			tok := ""
-			src, err := cred.DiscoverToken(tokenFile)
+			src, err := cred.DiscoverToken(cf.token)
 			if err != nil {
 				return err
 			}
@@ -108,8 +116,12 @@ the file at in its own layout. Exit status 1 when nobody has it.`,
 					return err
 				}
 			}
+			hc, err := cf.httpClient(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+			if err != nil {
+				return err
+			}
 			var loc fed.Located
-			if err := fedCall(cmd.Context(), http.MethodGet, base+"/api/v1/locate?"+q.Encode(), tok, nil, &loc); err != nil {
+			if err := fedCallWith(cmd.Context(), hc, http.MethodGet, base+"/api/v1/locate?"+q.Encode(), tok, nil, &loc); err != nil {
 				return err
 			}
 			if asJSON {
@@ -142,7 +154,7 @@ the file at in its own layout. Exit status 1 when nobody has it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the answer as JSON")
-	cmd.Flags().StringVar(&tokenFile, "token", "", "bearer token file for a protected site (default: BEARER_TOKEN, BEARER_TOKEN_FILE, ...)")
+	cf.add(cmd)
 	return cmd
 }
 

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,9 +27,12 @@ func remoteURL(s string) (string, error) {
 }
 
 // newClient is the client engine with every transport wanda has (HTTP(S)
-// and root://) and the credentials of f; urls are the ones the user named.
-func newClient(f *credFlags, urls ...string) (*client.Client, error) {
+// and root://) and the credentials of f; urls are the ones the user named
+// (their hosts may get the token over plain http). Warnings go to stderr.
+func newClient(stderr io.Writer, f *credFlags, urls ...string) (*client.Client, error) {
 	c := client.New()
+	c.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.HTTP.Log = c.Log
 	if err := f.apply(c, urls...); err != nil {
 		return nil, err
 	}
@@ -84,13 +89,13 @@ func newLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := newClient(&cf, u)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, u)
 			if err != nil {
 				return err
 			}
 			infos, err := c.List(cmd.Context(), u)
 			if err != nil {
-				return err
+				return cf.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -135,13 +140,13 @@ func newStatCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := newClient(&cf, u)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, u)
 			if err != nil {
 				return err
 			}
 			in, err := c.Stat(cmd.Context(), u)
 			if err != nil {
-				return err
+				return cf.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -175,7 +180,7 @@ func newRmCmd() *cobra.Command {
 		Short: "Remove files (and directories with -r)",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(&cf, args...)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, args...)
 			if err != nil {
 				return err
 			}
@@ -185,7 +190,7 @@ func newRmCmd() *cobra.Command {
 					return err
 				}
 				if err := c.Remove(cmd.Context(), u, recursive); err != nil {
-					return err
+					return cf.explain(err)
 				}
 			}
 			return nil
@@ -204,7 +209,7 @@ func newMkdirCmd() *cobra.Command {
 		Short: "Create directories",
 		Args:  nArgs(1, 1<<20),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(&cf, args...)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, args...)
 			if err != nil {
 				return err
 			}
@@ -214,7 +219,7 @@ func newMkdirCmd() *cobra.Command {
 					return err
 				}
 				if err := c.Mkdir(cmd.Context(), u, parents); err != nil {
-					return err
+					return cf.explain(err)
 				}
 			}
 			return nil
@@ -240,12 +245,12 @@ func newCatCmd() *cobra.Command {
 			if byteRange != "" && !validRange(byteRange) {
 				return usagef("--range %q: want a-b, a- or -n (bytes, inclusive)", byteRange)
 			}
-			c, err := newClient(&cf, u)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, u)
 			if err != nil {
 				return err
 			}
 			_, err = c.Get(cmd.Context(), u, cmd.OutOrStdout(), byteRange)
-			return err
+			return cf.explain(err)
 		},
 	}
 	cmd.Flags().StringVar(&byteRange, "range", "", "byte range a-b (inclusive), a- or -n")
@@ -281,13 +286,13 @@ func newSumCmd() *cobra.Command {
 			if checksum.Canonical(alg) == "" {
 				return usagef("--alg %q: known algorithms are %s", alg, strings.Join(checksum.Names, ", "))
 			}
-			c, err := newClient(&cf, u)
+			c, err := newClient(cmd.ErrOrStderr(), &cf, u)
 			if err != nil {
 				return err
 			}
 			sum, err := c.Checksum(cmd.Context(), u, alg)
 			if err != nil {
-				return err
+				return cf.explain(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", checksum.Canonical(alg), checksum.Hex(sum), u)
 			return nil

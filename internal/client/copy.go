@@ -228,17 +228,33 @@ func (c *Client) Copy(ctx context.Context, srcs []string, dst string, o CopyOpti
 	errs := make([]error, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var refused refusal
 	for range min(o.Parallel, len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if err := refused.get(); err != nil {
+					errs[i] = &notTriedError{err}
+					results[i] = Result{Src: jobs[i].src.String(), Dst: jobs[i].dst.String(), Error: errs[i].Error()}
+					continue
+				}
 				results[i], errs[i] = c.copyOne(ctx, jobs[i], o)
+				refused.note(errs[i])
 			}
 		}()
 	}
 feed:
 	for i := range jobs {
+		if err := refused.get(); err != nil {
+			// The credential was refused (401): the files left would be
+			// too, one request each.
+			for k := i; k < len(jobs); k++ {
+				errs[k] = &notTriedError{err}
+				results[k] = Result{Src: jobs[k].src.String(), Dst: jobs[k].dst.String(), Error: errs[k].Error()}
+			}
+			break feed
+		}
 		select {
 		case next <- i:
 		case <-ctx.Done():

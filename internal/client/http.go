@@ -34,7 +34,16 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	msg := e.Msg
-	if msg == "" {
+	switch {
+	case e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden:
+		// "401 Unauthorized: invalid token: token expired": the status
+		// says which refusal (no valid credential, or no right), the
+		// server's text why.
+		if msg == "" {
+			return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Code, http.StatusText(e.Code))
+		}
+		return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.URL, e.Code, http.StatusText(e.Code), msg)
+	case msg == "":
 		msg = http.StatusText(e.Code)
 	}
 	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Code, msg)
@@ -91,9 +100,14 @@ type HTTPTransport struct {
 	// PlanOptions shape vector reads (gap, ranges and header bytes per
 	// request); zero fields take DefaultPlanOptions.
 	PlanOptions PlanOptions
-	// Token, when set, gives the bearer token sent as Authorization
-	// (auth.go: to trusted hosts, and to others over https only).
+	// Token, when set, gives the bearer token sent as Authorization; it
+	// is called for every request (auth.go: to the hosts the user named,
+	// and to others over https only).
 	Token func() (string, error)
+	// RenewToken, when set, is called after a 401 to the token sent: it
+	// looks at the source at once (cred.TokenSource.Renew), and a token
+	// other than the refused one is tried again.
+	RenewToken func() (string, error)
 
 	parts      sync.Map // scheme://host -> bool: the server takes parallel PUT parts
 	tokenHosts sync.Map // host:port -> true: the token may go there over http
@@ -144,7 +158,7 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", t.UserAgent)
-	tok, err := t.bearerFor(u)
+	tok, withheld, err := t.bearerFor(u)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
@@ -176,12 +190,13 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		if strings.HasPrefix(msg, "<") {
 			msg = "" // an HTML or XML error page says nothing a terminal can show
 		}
-		if msg == "" && resp.StatusCode == http.StatusUnauthorized {
-			msg = challengeText(resp.Header.Get("WWW-Authenticate"))
-		}
-		return nil, &StatusError{Method: method, URL: u.Redacted(), Code: resp.StatusCode, Msg: msg,
+		se := &StatusError{Method: method, URL: u.Redacted(), Code: resp.StatusCode, Msg: scrub(msg, tok),
 			RetryAfter:     parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
 			DigestMismatch: resp.Header.Get("Wanda-Digest-Mismatch")}
+		if se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden {
+			return nil, t.refused(ctx, se, u, resp, hdr, tok, withheld)
+		}
+		return nil, se
 	}
 	return resp, nil
 }

@@ -116,6 +116,10 @@ func Classify(err error) Class {
 	if errors.As(err, &nr) {
 		return Fatal // the caller handles it at a higher level
 	}
+	var tr *tokenRenewedError
+	if errors.As(err, &tr) {
+		return Retry // a 401 to a token replaced since (auth.go)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized),
 		errors.Is(err, ErrExist), errors.Is(err, ErrIsDir), errors.Is(err, ErrNoTransport),
