@@ -255,8 +255,7 @@ func TestTokenAcrossRedirects(t *testing.T) {
 	})
 	t.Run("https asked, plain http target on another host: no token", func(t *testing.T) {
 		open := start(false, "")
-		var hs *httptest.Server
-		hs = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer tok-1" {
 				w.WriteHeader(http.StatusUnauthorized)
 				return
