@@ -89,22 +89,22 @@ func (p *Policy) grant(rule Rule, id *identity, n need, path string) verdict {
 	}
 	switch n {
 	case needRead:
-		if id.matchAny(rule.Read) {
+		if id.matchAnyFor(rule.Read, rule.Issuers, rule.Issuers != nil) {
 			return granted
 		}
 	case needCreate:
-		if id.matchAny(rule.Create) || id.matchAny(rule.Modify) {
+		if id.matchAnyFor(rule.Create, rule.Issuers, rule.Issuers != nil) || id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
 			return granted
 		}
 	case needWrite:
-		if id.matchAny(rule.Modify) {
+		if id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
 			return granted
 		}
-		if id.matchAny(rule.Create) {
+		if id.matchAnyFor(rule.Create, rule.Issuers, rule.Issuers != nil) {
 			best = createOnly
 		}
 	case needDelete:
-		if id.matchAny(rule.Delete) || id.matchAny(rule.Modify) {
+		if id.matchAnyFor(rule.Delete, rule.Issuers, rule.Issuers != nil) || id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
 			return granted
 		}
 	}
@@ -113,6 +113,25 @@ func (p *Policy) grant(rule Rule, id *identity, n need, path string) verdict {
 
 // matchAny reports whether id is one of the principals.
 func (id *identity) matchAny(principals []string) bool {
+	return id.matchAnyFor(principals, nil, false)
+}
+
+// matchAnyFor is matchAny where token groups count only from the rule's
+// honoured issuers (issuers nil and all false: every issuer).
+func (id *identity) matchAnyFor(principals []string, issuers []string, restrict bool) bool {
+	if restrict && id.claims != nil && !slices.ContainsFunc(issuers, func(s string) bool { return sameIssuer(s, id.claims.Issuer) }) {
+		saved := id.claims
+		id2 := &identity{cert: id.cert}
+		for _, pr := range principals {
+			if strings.HasPrefix(pr, "group:") && id2.match(pr) {
+				return true
+			}
+			if !strings.HasPrefix(pr, "group:") && (&identity{claims: saved, cert: id.cert}).match(pr) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, pr := range principals {
 		if id.match(pr) {
 			return true

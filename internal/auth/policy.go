@@ -113,7 +113,18 @@ func (p *Policy) Authorize(ctx context.Context, r Request) error {
 	if need == needRead && rule.AnonymousRead {
 		return nil
 	}
-	switch p.grant(rule, id, need, r.Path) {
+	v := p.grant(rule, id, need, r.Path)
+	if v == granted && need == needDelete {
+		// Moving or deleting a directory takes what is below it: every
+		// stricter rule below must grant it too.
+		for _, below := range p.Rules {
+			pre := strings.TrimSuffix(below.Prefix, "/")
+			if pre != strings.TrimSuffix(rule.Prefix, "/") && strings.HasPrefix(pre, r.Path+"/") && p.grant(below, id, need, pre) != granted {
+				return &authError{base: ErrForbidden, msg: fmt.Sprintf("%s %s: the rule of %s below it does not allow %s", r.Op, r.Path, pre, id.describe())}
+			}
+		}
+	}
+	switch v {
 	case granted:
 		return nil
 	case createOnly:

@@ -201,3 +201,19 @@ func BenchmarkPolicyCachedToken(b *testing.B) {
 		}
 	}
 }
+
+// Moving or deleting a directory needs the rights of every stricter rule
+// below it (else a subtree could be moved out of its rule).
+func TestPolicySubtreeRules(t *testing.T) {
+	s := newSite(t)
+	p := &auth.Policy{Tokens: s.tokens, Rules: []auth.Rule{{Prefix: "/"}, {Prefix: "/store/higgs", Issuers: []string{}}}}
+	modify := s.tok(t, s.keyA, issA, "storage.modify:/", nil)
+	for _, op := range []auth.Op{auth.Move, auth.Delete} {
+		if err := p.Authorize(context.Background(), auth.Request{Op: op, Path: "/store", Bearer: modify}); !errors.Is(err, auth.ErrForbidden) {
+			t.Errorf("%v /store over a stricter /store/higgs: %v", op, err)
+		}
+	}
+	if err := p.Authorize(context.Background(), auth.Request{Op: auth.Delete, Path: "/store/other", Bearer: modify}); err != nil {
+		t.Errorf("delete beside the stricter rule: %v", err)
+	}
+}
