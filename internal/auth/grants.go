@@ -111,13 +111,9 @@ func (p *Policy) grant(rule Rule, id *identity, n need, path string) verdict {
 	return best
 }
 
-// matchAny reports whether id is one of the principals.
-func (id *identity) matchAny(principals []string) bool {
-	return id.matchAnyFor(principals, nil, false)
-}
-
-// matchAnyFor is matchAny where token groups count only from the rule's
-// honoured issuers (issuers nil and all false: every issuer).
+// matchAnyFor reports whether id is one of the principals; with restrict,
+// a token's groups count only when its issuer is among issuers (the
+// rule's honoured issuers), so another trusted issuer cannot claim them.
 func (id *identity) matchAnyFor(principals []string, issuers []string, restrict bool) bool {
 	if restrict && id.claims != nil && !slices.ContainsFunc(issuers, func(s string) bool { return sameIssuer(s, id.claims.Issuer) }) {
 		saved := id.claims
