@@ -1,20 +1,23 @@
 package x509auth
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
 	"testing"
+
+	clientcred "github.com/wanda-fed/wanda/internal/cred"
 )
 
-func TestLoadClientCert(t *testing.T) {
+func TestLoadCertVerifies(t *testing.T) {
 	p := newPKI(t, "Test CA")
 	alice := p.user("Alice")
 	px := p.proxy(alice, proxyOpts{})
 	// A proxy file: the proxy, its key, then the chain.
 	proxyFile := writeFile(t, "x509up_u1000", append(append(certPEM(px.cert), keyPEM(t, px.key)...), certPEM(alice.cert)...))
 	for _, key := range []string{"", proxyFile} {
-		c, err := LoadClientCert(proxyFile, key)
+		c, err := loadCert(proxyFile, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +31,7 @@ func TestLoadClientCert(t *testing.T) {
 		}
 	}
 	certFile, keyFile := writeFile(t, "usercert.pem", certPEM(alice.cert)), writeFile(t, "userkey.pem", keyPEM(t, alice.key))
-	if c, err := LoadClientCert(certFile, keyFile); err != nil || !c.Leaf.Equal(alice.cert) {
+	if c, err := loadCert(certFile, keyFile); err != nil || !c.Leaf.Equal(alice.cert) {
 		t.Fatalf("cert and key: %v", err)
 	}
 
@@ -43,8 +46,18 @@ func TestLoadClientCert(t *testing.T) {
 		{certFile, otherKey, "usercert.pem"},
 		{certFile + ".missing", "", "no such file"},
 	} {
-		if _, err := LoadClientCert(c.cert, c.key); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := loadCert(c.cert, c.key); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: %v, want %q", c.cert, c.key, err, c.want)
 		}
 	}
+}
+
+// loadCert is the client side's loader (package cred), as a value: the
+// proxies it loads must verify here.
+func loadCert(certFile, keyFile string) (tls.Certificate, error) {
+	c, err := clientcred.LoadCert(certFile, keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return *c, nil
 }

@@ -54,7 +54,7 @@ func get(t *testing.T, p *pki, url, certFile, keyFile string) (int, string) {
 	roots.AddCert(p.ca.cert)
 	cfg := &tls.Config{RootCAs: roots}
 	if certFile != "" {
-		c, err := LoadClientCert(certFile, keyFile)
+		c, err := loadCert(certFile, keyFile)
 		if err != nil {
 			t.Fatal(err)
 		}

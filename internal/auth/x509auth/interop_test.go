@@ -69,7 +69,7 @@ func opensslProxy(t testing.TB, issuer files, chain []*x509.Certificate, ext str
 
 func verifyFile(t testing.TB, v *Verifier, proxyFile string) (*Identity, error) {
 	t.Helper()
-	c, err := LoadClientCert(proxyFile, "")
+	c, err := loadCert(proxyFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestVOMSProxyFake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc, _ := LoadClientCert(px, "")
+			tc, _ := loadCert(px, "")
 			chain := []*x509.Certificate{tc.Leaf}
 			for _, der := range tc.Certificate[1:] {
 				x, _ := x509.ParseCertificate(der)
@@ -225,7 +225,7 @@ func TestVOMSProxyFake(t *testing.T) {
 	if id, err := verifyFile(t, v, px); err != nil || id.FQANs != nil {
 		t.Fatalf("expired AC: %+v %v", id, err)
 	}
-	tc, _ := LoadClientCert(px, "")
+	tc, _ := loadCert(px, "")
 	ee, _ := x509.ParseCertificate(tc.Certificate[1])
 	if got := vomsReason(t, v, []*x509.Certificate{tc.Leaf, ee}); !strings.Contains(got, "expired or not yet valid") {
 		t.Errorf("expired AC: %q", got)
