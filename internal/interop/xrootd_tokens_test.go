@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,37 +19,12 @@ import (
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
-// preloadSciTokensCache writes scitokens-cpp's key cache with one
-// issuer's keys, valid for an hour.
-func preloadSciTokensCache(t *testing.T, dir, issuer string, jwks []byte) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil { // the daemon's user writes its journal here
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "scitokens_cpp.sqllite")
-	now := time.Now().Unix()
-	script := `
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.execute("CREATE TABLE IF NOT EXISTS keycache (issuer text UNIQUE PRIMARY KEY NOT NULL, keys text NOT NULL)")
-db.execute("INSERT OR REPLACE INTO keycache (issuer, keys) VALUES (?, ?)", (sys.argv[2], sys.argv[3]))
-db.commit()
-`
-	val := fmt.Sprintf(`{"expires": %d, "jwks": %s, "next_update": %d}`, now+3600, jwks, now+3600)
-	mustRun(t, dir, "python3", "-c", script, db, issuer, val)
-	if err := os.Chmod(db, 0o666); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestWandaClientXRootDSciTokens: wanda's client with a token against
 // XRootD's own server with its SciTokens plugin (Debian
 // xrootd-scitokens-plugins), over HTTPS (XrdHttp) and roots:// (ztn):
 // reads and writes allowed by the token's scopes, refusals without it.
-// The daemon takes the issuer's keys from scitokens-cpp's key cache.
+// The daemon takes the issuer's keys from scitokens-cpp's key cache
+// (xrdpeer.Tokens).
 func TestWandaClientXRootDSciTokens(t *testing.T) {
 	requireTool(t, "xrootd")
 	is := authtest.NewTLSIssuer(t)
@@ -69,17 +43,8 @@ func TestWandaClientXRootDSciTokens(t *testing.T) {
 		}
 		return p
 	}
-	cfg := write("scitokens.cfg", []byte("[Global]\naudience = "+authtest.Audience+"\n\n[Issuer wanda-test]\nissuer = "+is.URL+
-		"\nbase_path = /store\ndefault_user = xrootd\n"), 0o644)
 	srvCert := testcert.New(t)
 	certFile, keyFile := write("server.pem", srvCert.CertPEM, 0o644), write("server.key", srvCert.KeyPEM, 0o600)
-	// scitokens-cpp fetches keys with libcurl against the system's CA
-	// store only, which a loopback test issuer is not in: its key cache
-	// (an SQLite file under XDG_CACHE_HOME, the daemon inherits the
-	// variable) is filled with the issuer's JWKS instead, as a site
-	// without network access to its issuer would.
-	t.Setenv("XDG_CACHE_HOME", shared)
-	preloadSciTokensCache(t, filepath.Join(shared, "scitokens"), is.URL, is.JWKS)
 	data := filepath.Join(shared, "data")
 	if err := os.MkdirAll(filepath.Join(data, "store", "user"), 0o755); err != nil {
 		t.Fatal(err)
@@ -89,16 +54,11 @@ func TestWandaClientXRootDSciTokens(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// xrdpeer's token setup: SciTokens authorization, ztn, Authorization
+	// over XrdHttp, and the issuer's keys in scitokens-cpp's key cache.
 	srv, err := xrdpeer.Start(ctx, xrdpeer.Options{
 		Dir: data, Export: "/store", Writable: true, HTTP: true, TLSCert: certFile, TLSKey: keyFile,
-		Plugins: []string{"libXrdAccSciTokens"},
-		Extra: []string{
-			"ofs.authorize 1",
-			"ofs.authlib libXrdAccSciTokens.so config=" + cfg,
-			"http.header2cgi Authorization authz",
-			"xrootd.seclib libXrdSec.so",
-			"sec.protocol ztn",
-		},
+		Tokens: &xrdpeer.Tokens{Issuer: is.URL, JWKS: is.JWKS, Audience: authtest.Audience, BasePath: "/store"},
 	})
 	if errors.Is(err, xrdpeer.ErrNotInstalled) {
 		missing(t, err.Error())
