@@ -48,31 +48,37 @@ func TestUsageErrorsExit2(t *testing.T) {
 // itself is under test, flags and all.
 func serve(t *testing.T, extra ...string) string {
 	t.Helper()
+	// The server logs the URL it bound: "serving url=http://127.0.0.1:PORT".
+	return runUntil(t, append([]string{"server", "--listen", "127.0.0.1:0"}, extra...), `url=(http://127\.0\.0\.1:\d+)`)
+}
+
+// runUntil runs a long-lived command in-process until the test ends and
+// returns the first submatch of pattern in its output, once it appears.
+func runUntil(t *testing.T, args []string, pattern string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	out := &testserver.LogBuffer{}
-	args := append([]string{"server", "--listen", "127.0.0.1:0"}, extra...)
 	go func() { done <- Run(ctx, args, out, out) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case code := <-done:
 			if code != 0 {
-				t.Errorf("server exit %d: %s", code, out.String())
+				t.Errorf("%s exit %d: %s", args[0], code, out.String())
 			}
 		case <-time.After(15 * time.Second):
-			t.Error("server did not stop")
+			t.Errorf("%s did not stop", args[0])
 		}
 	})
-	// The server logs the URL it bound: "serving url=http://127.0.0.1:PORT".
-	re := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+	re := regexp.MustCompile(pattern)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not up: %s", out.String())
+			t.Fatalf("%s not up: %s", args[0], out.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -130,35 +128,7 @@ func TestTokenIssuerDiscovery(t *testing.T) {
 	if code, out := run(t, "token", "keygen", "--out", key); code != 0 {
 		t.Fatalf("keygen: %d %s", code, out)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	out := &testserver.LogBuffer{}
-	go func() {
-		done <- Run(ctx, []string{"token", "issuer", "--key", key, "--listen", "127.0.0.1:0"}, out, out)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("issuer exit %d: %s", code, out.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("issuer did not stop")
-		}
-	})
-	re := regexp.MustCompile(`issuer (http://127\.0\.0\.1:\d+)`)
-	var iss string
-	deadline := time.Now().Add(10 * time.Second)
-	for iss == "" {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			iss = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("issuer not up: %s", out.String())
-		} else {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	iss := runUntil(t, []string{"token", "issuer", "--key", key, "--listen", "127.0.0.1:0"}, `issuer (http://127\.0\.0\.1:\d+)`)
 	const aud = "https://site.test"
 	store := t.TempDir()
 	base := serve(t, "--export", "/store="+store, "--token-issuer", iss+"=/store", "--token-audience", aud, "--anonymous-read=false")
