@@ -89,47 +89,42 @@ func (p *Policy) grant(rule Rule, id *identity, n need, path string) verdict {
 	}
 	switch n {
 	case needRead:
-		if id.matchAnyFor(rule.Read, rule.Issuers, rule.Issuers != nil) {
+		if id.matchAnyFor(rule.Read, rule.Issuers) {
 			return granted
 		}
 	case needCreate:
-		if id.matchAnyFor(rule.Create, rule.Issuers, rule.Issuers != nil) || id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
+		if id.matchAnyFor(rule.Create, rule.Issuers) || id.matchAnyFor(rule.Modify, rule.Issuers) {
 			return granted
 		}
 	case needWrite:
-		if id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
+		if id.matchAnyFor(rule.Modify, rule.Issuers) {
 			return granted
 		}
-		if id.matchAnyFor(rule.Create, rule.Issuers, rule.Issuers != nil) {
+		if id.matchAnyFor(rule.Create, rule.Issuers) {
 			best = createOnly
 		}
 	case needDelete:
-		if id.matchAnyFor(rule.Delete, rule.Issuers, rule.Issuers != nil) || id.matchAnyFor(rule.Modify, rule.Issuers, rule.Issuers != nil) {
+		if id.matchAnyFor(rule.Delete, rule.Issuers) || id.matchAnyFor(rule.Modify, rule.Issuers) {
 			return granted
 		}
 	}
 	return best
 }
 
-// matchAnyFor reports whether id is one of the principals; with restrict,
-// a token's groups count only when its issuer is among issuers (the
-// rule's honoured issuers), so another trusted issuer cannot claim them.
-func (id *identity) matchAnyFor(principals []string, issuers []string, restrict bool) bool {
-	if restrict && id.claims != nil && !slices.ContainsFunc(issuers, func(s string) bool { return sameIssuer(s, id.claims.Issuer) }) {
-		saved := id.claims
-		id2 := &identity{cert: id.cert}
-		for _, pr := range principals {
-			if strings.HasPrefix(pr, "group:") && id2.match(pr) {
-				return true
-			}
-			if !strings.HasPrefix(pr, "group:") && (&identity{claims: saved, cert: id.cert}).match(pr) {
-				return true
-			}
-		}
-		return false
-	}
+// matchAnyFor reports whether id is one of the principals. A token's
+// groups count only when its issuer is among issuers (the rule's honoured
+// issuers; nil: every issuer), so another trusted issuer cannot claim
+// them; certificate groups (VOMS) always count.
+func (id *identity) matchAnyFor(principals, issuers []string) bool {
+	tokenGroups := issuers == nil || id.claims == nil ||
+		slices.ContainsFunc(issuers, func(s string) bool { return sameIssuer(s, id.claims.Issuer) })
+	certOnly := &identity{cert: id.cert}
 	for _, pr := range principals {
-		if id.match(pr) {
+		who := id
+		if !tokenGroups && strings.HasPrefix(pr, "group:") {
+			who = certOnly
+		}
+		if who.match(pr) {
 			return true
 		}
 	}

@@ -217,3 +217,17 @@ func TestPolicySubtreeRules(t *testing.T) {
 		t.Errorf("delete beside the stricter rule: %v", err)
 	}
 }
+
+// A rule's group principals take groups only from the issuers it honours.
+func TestPolicyGroupsOfHonouredIssuers(t *testing.T) {
+	s := newSite(t)
+	p := &auth.Policy{Tokens: s.tokens, Rules: []auth.Rule{{Prefix: "/", Issuers: []string{issA}, Read: []string{"group:/cms"}}}}
+	fromB := s.tok(t, s.keyB, issB, "openid", map[string]any{"wlcg.groups": []string{"/cms"}})
+	if err := p.Authorize(context.Background(), auth.Request{Op: auth.Read, Path: "/f", Bearer: fromB}); !errors.Is(err, auth.ErrForbidden) {
+		t.Fatalf("group claimed by an issuer the rule does not honour: %v", err)
+	}
+	fromA := s.tok(t, s.keyA, issA, "openid", map[string]any{"wlcg.groups": []string{"/cms"}})
+	if err := p.Authorize(context.Background(), auth.Request{Op: auth.Read, Path: "/f", Bearer: fromA}); err != nil {
+		t.Fatalf("group of the honoured issuer: %v", err)
+	}
+}
