@@ -2,7 +2,6 @@ package token
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -75,7 +74,7 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	if cfg.CacheEntries > 0 {
 		v.cache = newCache(cfg.CacheEntries)
-		v.refused = refusals{m: map[[32]byte]refusal{}, max: cfg.CacheEntries}
+		v.refused = refusals{m: map[cacheKey]refusal{}, max: cfg.CacheEntries}
 	}
 	if v.client == nil {
 		v.client, v.owned = defaultClient(), true
@@ -137,29 +136,29 @@ func (v *Verifier) Verify(raw string) (*Claims, error) {
 		return nil, errTooLarge
 	}
 	now := v.cfg.Now()
-	var sum [32]byte
+	var key cacheKey
 	if v.cache != nil {
-		sum = sha256.Sum256([]byte(raw))
-		if c, ok := v.cache.get(sum); ok {
+		key = keyOf(raw)
+		if c, ok := v.cache.get(key, raw); ok {
 			if !now.Before(c.Expiry.Add(v.cfg.Skew)) {
-				v.cache.remove(sum)
+				v.cache.remove(key, raw)
 				return nil, errExpired
 			}
 			return c, nil
 		}
-		if e := v.refused.get(sum, now); e != nil {
+		if e := v.refused.get(key, raw, now); e != nil {
 			return nil, e
 		}
 	}
 	c, err := v.verify(raw, now)
 	if err != nil {
 		if v.cache != nil {
-			v.refused.put(sum, err, now)
+			v.refused.put(key, raw, err, now)
 		}
 		return nil, err
 	}
 	if v.cache != nil {
-		v.cache.put(sum, c, now)
+		v.cache.put(key, raw, c, now)
 	}
 	return c, nil
 }
