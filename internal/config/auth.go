@@ -113,7 +113,7 @@ func (a Auth) validate() []error {
 		}
 		seen[strings.TrimSuffix(is.URL, "/")] = true
 		if is.BasePath != "" && !validPrefix(is.BasePath) {
-			errs = append(errs, fmt.Errorf("%s.base_path: %q must start with / and have no . or .. segments", key, is.BasePath))
+			errs = append(errs, fmt.Errorf("%s.base_path: %q must start with / and have no empty, . or .. segments", key, is.BasePath))
 		}
 		if is.JWKSFile != "" {
 			if _, err := os.Stat(is.JWKSFile); err != nil {
@@ -135,10 +135,15 @@ func (a Auth) validate() []error {
 	if a.X509.CADir == "" && (a.X509.GridMap != "" || a.X509.VOMSDir != "") {
 		errs = append(errs, errors.New("auth.x509: grid_map and voms_dir need ca_dir"))
 	}
+	rules := map[string]int{}
 	for i, r := range a.Rules {
 		key := fmt.Sprintf("auth.rules[%d]", i)
 		if !validPrefix(r.Prefix) {
-			errs = append(errs, fmt.Errorf("%s.prefix: %q must start with / and have no . or .. segments", key, r.Prefix))
+			errs = append(errs, fmt.Errorf("%s.prefix: %q must start with / and have no empty, . or .. segments", key, r.Prefix))
+		} else if j, dup := rules[trimSlash(r.Prefix)]; dup {
+			errs = append(errs, fmt.Errorf("%s.prefix: %q has a rule already (auth.rules[%d]): one rule per prefix", key, r.Prefix, j))
+		} else {
+			rules[trimSlash(r.Prefix)] = i
 		}
 		for _, is := range r.Issuers {
 			if !seen[strings.TrimSuffix(is, "/")] {
@@ -156,11 +161,26 @@ func (a Auth) validate() []error {
 	return errs
 }
 
+// validPrefix accepts a clean absolute logical path ("/", "/store",
+// "/store/user/"): rules are matched by whole components against cleaned
+// request paths, so a prefix with an empty, . or .. segment ("/a//b",
+// "/a/./b") would never match what it seems to name.
 func validPrefix(p string) bool {
 	if !strings.HasPrefix(p, "/") {
 		return false
 	}
-	return !slices.ContainsFunc(strings.Split(p, "/"), func(s string) bool { return s == "." || s == ".." })
+	if p == "/" {
+		return true
+	}
+	return !slices.ContainsFunc(strings.Split(strings.TrimSuffix(p, "/")[1:], "/"), func(s string) bool { return s == "" || s == "." || s == ".." })
+}
+
+// trimSlash is a prefix without its trailing slash ("/" stays).
+func trimSlash(p string) string {
+	if p == "/" {
+		return p
+	}
+	return strings.TrimSuffix(p, "/")
 }
 
 func validPrincipal(p string) error {

@@ -287,3 +287,48 @@ func TestValidateStaticMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateAuth(t *testing.T) {
+	dir := t.TempDir()
+	good := func() Config {
+		c := Default()
+		c.Server.Exports = []Export{{Prefix: "/store", Path: dir}}
+		c.Auth.Tokens.Issuers = []TokenIssuer{{URL: "https://iss.example", BasePath: "/store"}}
+		c.Auth.Rules = []AuthRule{{Prefix: "/", AnonymousRead: true}, {Prefix: "/store/user/", Read: []string{"group:/cms"}}}
+		return c
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   []string
+	}{
+		{"relative rule", func(c *Config) { c.Auth.Rules[1].Prefix = "store" }, []string{"auth.rules[1].prefix", "must start with /"}},
+		{"empty segment", func(c *Config) { c.Auth.Rules[1].Prefix = "/store//user" }, []string{"auth.rules[1].prefix", "empty, . or .."}},
+		{"leading double slash", func(c *Config) { c.Auth.Rules[1].Prefix = "//store" }, []string{"auth.rules[1].prefix"}},
+		{"dot segment", func(c *Config) { c.Auth.Rules[1].Prefix = "/store/./user" }, []string{"auth.rules[1].prefix"}},
+		{"dotdot segment", func(c *Config) { c.Auth.Rules[1].Prefix = "/store/../etc" }, []string{"auth.rules[1].prefix"}},
+		{"duplicate rule", func(c *Config) { c.Auth.Rules = append(c.Auth.Rules, AuthRule{Prefix: "/store/user"}) }, []string{"auth.rules[2].prefix", "auth.rules[1]", "one rule per prefix"}},
+		{"duplicate root", func(c *Config) { c.Auth.Rules = append(c.Auth.Rules, AuthRule{Prefix: "/"}) }, []string{"auth.rules[2].prefix"}},
+		{"base path", func(c *Config) { c.Auth.Tokens.Issuers[0].BasePath = "/store//x" }, []string{"auth.tokens.issuers[0].base_path"}},
+		{"unknown issuer", func(c *Config) { c.Auth.Rules[1].Issuers = []string{"https://other.example"} }, []string{"auth.rules[1].issuers"}},
+		{"principal", func(c *Config) { c.Auth.Rules[1].Read = []string{"cms"} }, []string{"auth.rules[1].read", "KIND:VALUE"}},
+		{"plain http issuer", func(c *Config) { c.Auth.Tokens.Issuers[0].URL = "http://iss.example" }, []string{"auth.tokens.issuers[0].url", "https only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good()
+			tc.change(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
