@@ -64,7 +64,7 @@ func (c *Client) transport(u *url.URL) (Transport, error) {
 	if t, ok := c.transports[u.Scheme]; ok {
 		return t, nil
 	}
-	return nil, fmt.Errorf("%s: %w (%q)", u.Redacted(), ErrNoTransport, u.Scheme)
+	return nil, fmt.Errorf("%s: %w (%q)", Redact(u), ErrNoTransport, u.Scheme)
 }
 
 // IsRemote reports whether s is a URL this client has a transport for.
@@ -236,7 +236,7 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 			c.forgetRoute(key)
 		}
 		wait := p.backoff(attempt, retryAfter(err))
-		c.Log.Debug("retrying", "url", u.Redacted(), "try", attempt+1, "wait", wait, "err", err)
+		c.Log.Debug("retrying", "url", Redact(u), "try", attempt+1, "wait", wait, "err", err)
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -262,13 +262,13 @@ func (c *Client) follow(ctx context.Context, target *url.URL, maxHops int, op fu
 			return target, alts, redirector, err
 		}
 		if hop >= maxHops {
-			return target, alts, redirector, fmt.Errorf("%s: more than %d redirects", target.Redacted(), maxHops)
+			return target, alts, redirector, fmt.Errorf("%s: more than %d redirects", Redact(target), maxHops)
 		}
 		if redirector == nil {
 			redirector = stripTried(target)
 		}
 		alts = mergeURLs(alts, re.Alternates)
-		c.Log.Debug("redirected", "from", target.Redacted(), "to", re.Location.Redacted(), "alternates", len(re.Alternates))
+		c.Log.Debug("redirected", "from", Redact(target), "to", Redact(re.Location), "alternates", len(re.Alternates))
 		target = re.Location
 	}
 }

@@ -105,7 +105,7 @@ func (e endpoint) remote() bool { return e.u != nil }
 
 func (e endpoint) String() string {
 	if e.u != nil {
-		return e.u.Redacted()
+		return Redact(e.u)
 	}
 	return e.local
 }

@@ -20,7 +20,7 @@ func (t *HTTPTransport) statDAV(ctx context.Context, u *url.URL, sums bool) (Inf
 		return Info{}, err
 	}
 	if len(infos) == 0 {
-		return Info{}, fmt.Errorf("PROPFIND %s: empty answer", u.Redacted())
+		return Info{}, fmt.Errorf("PROPFIND %s: empty answer", Redact(u))
 	}
 	return infos[0], nil
 }
@@ -100,7 +100,7 @@ func (t *HTTPTransport) propfind(ctx context.Context, base *url.URL, depth strin
 	defer resp.Body.Close()
 	var ms msResp
 	if err := xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ms); err != nil {
-		return nil, fmt.Errorf("PROPFIND %s: bad answer: %w", base.Redacted(), err)
+		return nil, fmt.Errorf("PROPFIND %s: bad answer: %w", Redact(base), err)
 	}
 	out := make([]Info, 0, len(ms.Responses))
 	alts := parseLinks(base, resp.Header.Values("Link"))

@@ -36,7 +36,7 @@ func (c *Client) download(ctx context.Context, src *url.URL, info *Info, dst str
 		if errors.Is(err, ErrNoRanges) && !noRanges {
 			noRanges = true
 			c.Log.Info("the server ignores byte ranges: transferring the whole file again in one stream",
-				"src", src.Redacted(), "streams", res.Streams, "err", err)
+				"src", Redact(src), "streams", res.Streams, "err", err)
 			res.Retries++
 			o.Streams, o.Continue = 1, false
 			bar.SetCurrent(0)
@@ -49,7 +49,7 @@ func (c *Client) download(ctx context.Context, src *url.URL, info *Info, dst str
 			}
 			return err
 		}
-		c.Log.Warn("transferring the whole file again", "src", src.Redacted(), "err", err)
+		c.Log.Warn("transferring the whole file again", "src", Redact(src), "err", err)
 		res.Retries++
 		info, o.Continue = nil, false
 		bar.SetCurrent(0)
@@ -99,20 +99,20 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		// Not described yet, or by a listing that gave no size: ask (HEAD).
 		in, err := c.stat(ctx, src, nil, false)
 		if errors.Is(err, errNoLength) {
-			return fmt.Errorf("%s: the server does not tell the file's size: not downloading it (%w)", src.Redacted(), err)
+			return fmt.Errorf("%s: the server does not tell the file's size: not downloading it (%w)", Redact(src), err)
 		}
 		if err != nil {
 			return err
 		}
 		if in.IsDir {
-			return fmt.Errorf("%s: %w (use -r)", src.Redacted(), ErrIsDir)
+			return fmt.Errorf("%s: %w (use -r)", Redact(src), ErrIsDir)
 		}
 		info = &in
 	}
 	if info.Size < 0 {
 		// Planning streams, the part file and the end of the transfer
 		// all need it: an unknown size would be taken for an empty file.
-		return fmt.Errorf("%s: the server does not tell the file's size: not downloading it", src.Redacted())
+		return fmt.Errorf("%s: the server does not tell the file's size: not downloading it", Redact(src))
 	}
 	size := info.Size
 	bar.SetTotal(size)
@@ -290,14 +290,14 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		if serverSums == nil {
 			if sumErr != nil && plan.required {
 				keep = true
-				return fmt.Errorf("asking %s for its %s checksum: %w", src.Redacted(), plan.ask[0], sumErr)
+				return fmt.Errorf("asking %s for its %s checksum: %w", Redact(src), plan.ask[0], sumErr)
 			}
 		}
 		alg, want := pickSum(serverSums, plan.ask)
 		switch {
 		case alg == "" && plan.required:
 			keep = true
-			return fmt.Errorf("%s: the server offers no %s checksum (use --checksum auto or none)", src.Redacted(), plan.ask[0])
+			return fmt.Errorf("%s: the server offers no %s checksum (use --checksum auto or none)", Redact(src), plan.ask[0])
 		case alg != "":
 			got, err := localSum(ctx, part, hashers, alg)
 			if err != nil {

@@ -75,7 +75,7 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 		return 0, errClosed
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("ReadAt %s: negative offset", f.u.Redacted())
+		return 0, fmt.Errorf("ReadAt %s: negative offset", Redact(f.u))
 	}
 	if off >= f.info.Size {
 		return 0, io.EOF
@@ -114,7 +114,7 @@ func (f *File) ReadAtFunc(ctx context.Context, off, n int64, sink func(p []byte,
 		return errClosed
 	}
 	if off < 0 || n < 0 || off+n > f.info.Size {
-		return fmt.Errorf("ReadAtFunc %s: %d+%d outside the file (%d bytes)", f.u.Redacted(), off, n, f.info.Size)
+		return fmt.Errorf("ReadAtFunc %s: %d+%d outside the file (%d bytes)", Redact(f.u), off, n, f.info.Size)
 	}
 	if n == 0 {
 		return nil
@@ -187,7 +187,7 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 			defer rc.Close()
 			learned = in.Alternates
 			if expect != nil && in.Size >= 0 && !sameVersion(*expect, in, target) {
-				return fmt.Errorf("%s: %w (was %d bytes %s, now %d bytes %s)", target.Redacted(), ErrSourceChanged, expect.Size, expect.ETag, in.Size, in.ETag)
+				return fmt.Errorf("%s: %w (was %d bytes %s, now %d bytes %s)", Redact(target), ErrSourceChanged, expect.Size, expect.ETag, in.Size, in.ETag)
 			}
 			if first != nil {
 				first(in)

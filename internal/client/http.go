@@ -152,7 +152,7 @@ func NewHTTPTransport(tlsConf *tls.Config) *HTTPTransport {
 func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -160,7 +160,7 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 	req.Header.Set("User-Agent", t.UserAgent)
 	tok, withheld, err := t.bearerFor(u)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -173,6 +173,10 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 	}
 	resp, err := t.Client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = Redact(u) // net/http names the URL as sent: authz and all
+		}
 		return nil, err
 	}
 	if w := watchdogFrom(ctx); w != nil {
@@ -190,7 +194,7 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		if strings.HasPrefix(msg, "<") {
 			msg = "" // an HTML or XML error page says nothing a terminal can show
 		}
-		se := &StatusError{Method: method, URL: u.Redacted(), Code: resp.StatusCode, Msg: scrub(msg, tok),
+		se := &StatusError{Method: method, URL: Redact(u), Code: resp.StatusCode, Msg: scrub(msg, tok),
 			RetryAfter:     parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
 			DigestMismatch: resp.Header.Get("Wanda-Digest-Mismatch")}
 		if se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden {
@@ -211,14 +215,14 @@ func (t *HTTPTransport) redirect(from *url.URL, resp *http.Response) error {
 	loc := resp.Header.Get("Location")
 	if loc == "" {
 		if len(re.Alternates) == 0 {
-			return &StatusError{Method: resp.Request.Method, URL: from.Redacted(), Code: resp.StatusCode, Msg: "redirect without Location"}
+			return &StatusError{Method: resp.Request.Method, URL: Redact(from), Code: resp.StatusCode, Msg: "redirect without Location"}
 		}
 		re.Location, re.Alternates = re.Alternates[0], re.Alternates[1:]
 		return re
 	}
 	lu, err := url.Parse(loc)
 	if err != nil {
-		return fmt.Errorf("%s: bad Location %q: %w", from.Redacted(), loc, err)
+		return fmt.Errorf("%s: bad Location %q: %w", Redact(from), loc, err)
 	}
 	re.Location = from.ResolveReference(lu)
 	return re
@@ -313,7 +317,7 @@ func (t *HTTPTransport) Stat(ctx context.Context, u *url.URL, want []string, dir
 	resp.Body.Close()
 	in := infoFrom(u, resp)
 	if in.Size < 0 {
-		return in, fmt.Errorf("HEAD %s: %w", u.Redacted(), errNoLength)
+		return in, fmt.Errorf("HEAD %s: %w", Redact(u), errNoLength)
 	}
 	if in.ETag == "" && in.ModTime.IsZero() && !dir {
 		// No validator at all (XrdHttp answers HEAD so): a cache could
@@ -358,7 +362,7 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 		first, got, _, err := parseRangeResp([]byte(resp.Header.Get("Content-Range")))
 		if err != nil || first != off || (n >= 0 && got > n) {
 			resp.Body.Close()
-			return nil, in, fmt.Errorf("GET %s: asked for %s, server sent Content-Range %q", u.Redacted(), hdr.Get("Range"), resp.Header.Get("Content-Range"))
+			return nil, in, fmt.Errorf("GET %s: asked for %s, server sent Content-Range %q", Redact(u), hdr.Get("Range"), resp.Header.Get("Content-Range"))
 		}
 		if n < 0 {
 			n = got
@@ -370,11 +374,11 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 			in.ByteRanges = false
 			if off > maxSkip {
 				body.Close()
-				return nil, in, fmt.Errorf("GET %s: asked for bytes from %d, the server sent the whole file: %w", u.Redacted(), off, ErrNoRanges)
+				return nil, in, fmt.Errorf("GET %s: asked for bytes from %d, the server sent the whole file: %w", Redact(u), off, ErrNoRanges)
 			}
 			if _, err := io.CopyN(io.Discard, body, off); err != nil {
 				body.Close()
-				return nil, in, fmt.Errorf("GET %s: skipping to %d: %w", u.Redacted(), off, noEOF(err))
+				return nil, in, fmt.Errorf("GET %s: skipping to %d: %w", Redact(u), off, noEOF(err))
 			}
 		}
 		if n < 0 {
@@ -382,7 +386,7 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 		}
 	default:
 		resp.Body.Close()
-		return nil, in, fmt.Errorf("GET %s: unexpected status %d", u.Redacted(), resp.StatusCode)
+		return nil, in, fmt.Errorf("GET %s: unexpected status %d", Redact(u), resp.StatusCode)
 	}
 	if n < 0 {
 		// No length anywhere (chunked 200): read to EOF.
@@ -553,5 +557,5 @@ func (t *HTTPTransport) Checksum(ctx context.Context, u *url.URL, alg string) ([
 	if sum, ok := in.Sums[alg]; ok {
 		return sum, nil
 	}
-	return nil, fmt.Errorf("HEAD %s: server gave no %s checksum", u.Redacted(), alg)
+	return nil, fmt.Errorf("HEAD %s: server gave no %s checksum", Redact(u), alg)
 }

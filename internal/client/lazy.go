@@ -161,7 +161,7 @@ func (c *Client) OpenLazy(ctx context.Context, rawURL string, o LazyOptions) (*L
 		sem: make(chan struct{}, o.Parallel), segs: make([]lazySeg, nseg)}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		cancel()
-		return nil, fmt.Errorf("lazy %s: %w", f.u.Redacted(), err)
+		return nil, fmt.Errorf("lazy %s: %w", Redact(f.u), err)
 	}
 	if o.Keep {
 		err = l.openKept(rawURL)
@@ -170,7 +170,7 @@ func (c *Client) OpenLazy(ctx context.Context, rawURL string, o LazyOptions) (*L
 	}
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("lazy %s: %w", f.u.Redacted(), err)
+		return nil, fmt.Errorf("lazy %s: %w", Redact(f.u), err)
 	}
 	return l, nil
 }
@@ -288,7 +288,7 @@ func (l *LazyFile) ReadAt(p []byte, off int64) (int, error) {
 // returns, but a segment fetch it started goes on for other readers.
 func (l *LazyFile) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
-		return 0, fmt.Errorf("ReadAt %s: negative offset", l.f.u.Redacted())
+		return 0, fmt.Errorf("ReadAt %s: negative offset", Redact(l.f.u))
 	}
 	if off >= l.info.Size {
 		return 0, io.EOF
@@ -303,7 +303,7 @@ func (l *LazyFile) ReadAtContext(ctx context.Context, p []byte, off int64) (int,
 	m, err := l.shadow.ReadAt(p[:n], off)
 	l.Stats.BytesServed.Add(int64(m))
 	if err != nil {
-		return m, fmt.Errorf("reading the shadow of %s: %w", l.f.u.Redacted(), err)
+		return m, fmt.Errorf("reading the shadow of %s: %w", Redact(l.f.u), err)
 	}
 	if n < int64(len(p)) {
 		return m, io.EOF
@@ -336,7 +336,7 @@ func (l *LazyFile) ReadV(ctx context.Context, want []Range, dst [][]byte) error 
 		m, err := l.shadow.ReadAt(dst[i], r.Off)
 		l.Stats.BytesServed.Add(int64(m))
 		if err != nil {
-			return fmt.Errorf("reading the shadow of %s: %w", l.f.u.Redacted(), err)
+			return fmt.Errorf("reading the shadow of %s: %w", Redact(l.f.u), err)
 		}
 	}
 	return nil
@@ -389,7 +389,7 @@ func (l *LazyFile) ensure(ctx context.Context, rs []Range) error {
 		case <-w.sf.done:
 			if w.sf.err != nil {
 				off := int64(w.k) * l.o.Segment
-				return fmt.Errorf("segment %d (%d+%d) of %s: %w", w.k, off, min(l.o.Segment, l.info.Size-off), l.f.u.Redacted(), w.sf.err)
+				return fmt.Errorf("segment %d (%d+%d) of %s: %w", w.k, off, min(l.o.Segment, l.info.Size-off), Redact(l.f.u), w.sf.err)
 			}
 		case <-ctx.Done():
 			return context.Cause(ctx)

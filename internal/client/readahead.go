@@ -249,10 +249,10 @@ func (r *SeqReader) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		abs = r.size + offset
 	default:
-		return 0, fmt.Errorf("Seek %s: invalid whence %d", r.f.u.Redacted(), whence)
+		return 0, fmt.Errorf("Seek %s: invalid whence %d", Redact(r.f.u), whence)
 	}
 	if abs < 0 {
-		return 0, fmt.Errorf("Seek %s: negative position %d", r.f.u.Redacted(), abs)
+		return 0, fmt.Errorf("Seek %s: negative position %d", Redact(r.f.u), abs)
 	}
 	r.pos = abs
 	r.reposition() // cancel at once: no bytes move for nothing meanwhile

@@ -54,7 +54,7 @@ func (t *HTTPTransport) ReadV(ctx context.Context, u *url.URL, want []Range, dst
 		return nil
 	}
 	t.Log.Debug("multi-range answer incomplete: fetching the rest with single-range requests",
-		"url", u.Redacted(), "missing_ranges", len(missing), "reason", errors.Join(errs...))
+		"url", Redact(u), "missing_ranges", len(missing), "reason", errors.Join(errs...))
 	// Fetch what is missing one range per request, still coalesced.
 	single, err := PlanReadV(missing, math.MaxInt64, PlanOptions{Gap: t.PlanOptions.Gap, MaxRanges: 1, MaxHeader: t.PlanOptions.MaxHeader, MaxBatchBytes: t.PlanOptions.MaxBatchBytes})
 	if err != nil {
@@ -75,7 +75,7 @@ func (t *HTTPTransport) ReadV(ctx context.Context, u *url.URL, want []Range, dst
 		return err
 	}
 	if m := sc.Missing(); len(m) > 0 {
-		return fmt.Errorf("GET %s: %d ranges still missing after single-range requests (first %d+%d): %w", u.Redacted(), len(m), m[0].Off, m[0].Len, io.ErrUnexpectedEOF)
+		return fmt.Errorf("GET %s: %d ranges still missing after single-range requests (first %d+%d): %w", Redact(u), len(m), m[0].Off, m[0].Len, io.ErrUnexpectedEOF)
 	}
 	return nil
 }

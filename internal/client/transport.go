@@ -79,7 +79,7 @@ type RedirectError struct {
 }
 
 func (e *RedirectError) Error() string {
-	return fmt.Sprintf("%s redirects to %s", e.From.Redacted(), e.Location.Redacted())
+	return fmt.Sprintf("%s redirects to %s", Redact(e.From), Redact(e.Location))
 }
 
 // Sentinel errors a transport's errors wrap (or match with errors.Is) so

@@ -85,7 +85,7 @@ func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOpt
 			return err
 		}
 		res.Retries++
-		c.Log.Warn("uploading the whole file again", "dst", dst.Redacted(), "err", err)
+		c.Log.Warn("uploading the whole file again", "dst", Redact(dst), "err", err)
 	}
 }
 
@@ -94,7 +94,7 @@ func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOpt
 func (c *Client) verifyRemote(ctx context.Context, dst *url.URL, alg string, want []byte, res *Result) error {
 	got, err := c.Checksum(ctx, dst.String(), alg)
 	if err != nil {
-		return fmt.Errorf("verifying %s: %w", dst.Redacted(), err)
+		return fmt.Errorf("verifying %s: %w", Redact(dst), err)
 	}
 	if !bytes.Equal(got, want) {
 		_ = c.run(ctx, dst, call{write: true, op: func(ctx context.Context, t Transport, target *url.URL) error { return t.Remove(ctx, target) }})
@@ -218,7 +218,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 				err := c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
 					pw, is := t.(PartWriter)
 					if !is {
-						return fmt.Errorf("%s: the transport cannot write parts", target.Redacted())
+						return fmt.Errorf("%s: the transport cannot write parts", Redact(target))
 					}
 					sctx, wd, stop := withStall(ctx, p.Stall)
 					defer stop()
@@ -280,7 +280,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 		case !ok && firstErr != nil:
 			return firstErr
 		case !ok:
-			return fmt.Errorf("after sending all parts, %s is not (verifiably) the file sent", dst.Redacted())
+			return fmt.Errorf("after sending all parts, %s is not (verifiably) the file sent", Redact(dst))
 		}
 	}
 	return nil
@@ -321,7 +321,7 @@ func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.U
 		return err
 	}
 	if info != nil && !sameVersion(*info, in, mustParse(in.URL)) && info.Size != in.Size {
-		return fmt.Errorf("%s: %w", src.Redacted(), ErrSourceChanged)
+		return fmt.Errorf("%s: %w", Redact(src), ErrSourceChanged)
 	}
 	bar.SetTotal(in.Size)
 	wo := WriteOptions{NoReplace: o.NoReplace}
@@ -329,7 +329,7 @@ func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.U
 		wo.Checksums = map[string][]byte{alg: sum}
 		res.Checksum = alg + ":" + checksum.Hex(sum)
 	} else if plan.required {
-		return fmt.Errorf("%s: the server offers no %s checksum (use --checksum auto or none)", src.Redacted(), plan.ask[0])
+		return fmt.Errorf("%s: the server offers no %s checksum (use --checksum auto or none)", Redact(src), plan.ask[0])
 	}
 	var st opStats
 	var sent atomic.Int64

@@ -77,16 +77,16 @@ func (e authRefused) Unwrap() []error { return []error{e.err, client.ErrUnauthor
 func annotate(err error, op string, u *urlInfo) error {
 	switch e := err.(type) {
 	case *Error:
-		e.Op, e.URL = op, u.u.Redacted()
+		e.Op, e.URL = op, client.Redact(u.u)
 		return e
 	case *redirect:
 		loc, lerr := redirectURL(u.u, e.RedirectResponse)
 		if lerr != nil {
-			return fmt.Errorf("%s %s: %w", op, u.u.Redacted(), lerr)
+			return fmt.Errorf("%s %s: %w", op, client.Redact(u.u), lerr)
 		}
 		return &client.RedirectError{From: u.u, Location: loc}
 	case nil:
 		return nil
 	}
-	return fmt.Errorf("%s %s: %w", op, u.u.Redacted(), err)
+	return fmt.Errorf("%s %s: %w", op, client.Redact(u.u), err)
 }

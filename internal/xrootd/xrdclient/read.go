@@ -83,7 +83,7 @@ func (t *Transport) Read(ctx context.Context, u *url.URL, off, n int64, want []s
 		st, err := xrootd.ParseStat(or.Stat)
 		if err != nil {
 			t.closeFile(ctx, c, unbind, or.Handle)
-			return nil, in, fmt.Errorf("kXR_open %s: %w", u.Redacted(), err)
+			return nil, in, fmt.Errorf("kXR_open %s: %w", client.Redact(u), err)
 		}
 		in = info(ti, st)
 		end = st.Size
@@ -167,7 +167,7 @@ func (r *reader) Read(p []byte) (int, error) {
 			}
 			if len(r.reqs) == 0 {
 				if r.short && r.exact {
-					return 0, r.fail(fmt.Errorf("kXR_read %s: the file ends at %d, before the %d bytes asked: %w", r.ti.u.Redacted(), r.next, r.end, io.ErrUnexpectedEOF))
+					return 0, r.fail(fmt.Errorf("kXR_read %s: the file ends at %d, before the %d bytes asked: %w", client.Redact(r.ti.u), r.next, r.end, io.ErrUnexpectedEOF))
 				}
 				return 0, io.EOF
 			}

@@ -156,7 +156,7 @@ type urlInfo struct {
 // name /a/b (XRootD's own client reads them so).
 func target(u *url.URL) (*urlInfo, error) {
 	if u.Host == "" {
-		return nil, fmt.Errorf("%s: no host", u.Redacted())
+		return nil, fmt.Errorf("%s: no host", client.Redact(u))
 	}
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
@@ -164,7 +164,7 @@ func target(u *url.URL) (*urlInfo, error) {
 	}
 	p := "/" + strings.TrimLeft(u.Path, "/")
 	if strings.ContainsAny(p, "\x00\n") {
-		return nil, fmt.Errorf("%s: path with a NUL or a newline", u.Redacted())
+		return nil, fmt.Errorf("%s: path with a NUL or a newline", client.Redact(u))
 	}
 	if q := cgi(u.RawQuery); q != "" {
 		p += "?" + q
@@ -293,7 +293,7 @@ func (t *Transport) Stat(ctx context.Context, u *url.URL, want []string, dir boo
 	}
 	st, err := xrootd.ParseStat(string(b))
 	if err != nil {
-		return client.Info{}, fmt.Errorf("kXR_stat %s: %w", u.Redacted(), err)
+		return client.Info{}, fmt.Errorf("kXR_stat %s: %w", client.Redact(u), err)
 	}
 	in := info(ti, st)
 	if len(want) > 0 && !in.IsDir {
@@ -362,15 +362,15 @@ func (t *Transport) query(ctx context.Context, ti *urlInfo, alg string) (string,
 	}
 	a, v, err := xrootd.ParseChecksum(b)
 	if err != nil {
-		return "", nil, fmt.Errorf("kXR_query checksum %s: %w", ti.u.Redacted(), err)
+		return "", nil, fmt.Errorf("kXR_query checksum %s: %w", client.Redact(ti.u), err)
 	}
 	canon := checksum.Canonical(a)
 	if canon == "" {
-		return a, nil, fmt.Errorf("kXR_query checksum %s: unknown algorithm %q", ti.u.Redacted(), a)
+		return a, nil, fmt.Errorf("kXR_query checksum %s: unknown algorithm %q", client.Redact(ti.u), a)
 	}
 	sum, err := decodeHex(v)
 	if err != nil {
-		return "", nil, fmt.Errorf("kXR_query checksum %s: %q: %w", ti.u.Redacted(), v, err)
+		return "", nil, fmt.Errorf("kXR_query checksum %s: %q: %w", client.Redact(ti.u), v, err)
 	}
 	return canon, sum, nil
 }
@@ -386,7 +386,7 @@ func (t *Transport) Checksum(ctx context.Context, u *url.URL, alg string) ([]byt
 		return nil, err
 	}
 	if a != alg {
-		return nil, fmt.Errorf("kXR_query checksum %s: asked for %s, the server answered %s", u.Redacted(), alg, a)
+		return nil, fmt.Errorf("kXR_query checksum %s: asked for %s, the server answered %s", client.Redact(u), alg, a)
 	}
 	return sum, nil
 }
@@ -411,7 +411,7 @@ func (t *Transport) List(ctx context.Context, u *url.URL) ([]client.Info, error)
 	}
 	entries, err := xrootd.ParseDirlist(b)
 	if err != nil {
-		return nil, fmt.Errorf("kXR_dirlist %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("kXR_dirlist %s: %w", client.Redact(u), err)
 	}
 	out := make([]client.Info, 0, len(entries))
 	for _, e := range entries {

@@ -33,7 +33,7 @@ func (t *Transport) Write(ctx context.Context, u *url.URL, body client.BodyFunc,
 		return err
 	}
 	if size < 0 {
-		return fmt.Errorf("kXR_write %s: upload of unknown size", u.Redacted())
+		return fmt.Errorf("kXR_write %s: upload of unknown size", client.Redact(u))
 	}
 	opts := xrootd.OpenUpdate | xrootd.OpenMkpath | xrootd.OpenDelete
 	if o.NoReplace {
@@ -188,7 +188,7 @@ func (t *Transport) discard(ctx context.Context, ti *urlInfo) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, err := t.do(cctx, ti, xrootd.ReqRm, [16]byte{}, []byte(ti.path)); err != nil && !errors.Is(err, client.ErrNotFound) {
-		t.opts.Log.Debug("removing a failed upload", "url", ti.u.Redacted(), "err", err)
+		t.opts.Log.Debug("removing a failed upload", "url", client.Redact(ti.u), "err", err)
 	}
 }
 
