@@ -79,10 +79,17 @@ func TestRedirectorAuthorizesFirst(t *testing.T) {
 	if resp.StatusCode != 403 || resp.Header.Get("Location") != "" {
 		t.Fatalf("write with a read token via the redirector: %d", resp.StatusCode)
 	}
+	resp = authReq(t, "OPTIONS", rd.URL+"/store/f.txt", "", "")
+	if resp.StatusCode != 401 || resp.Header.Get("Location") != "" {
+		t.Fatalf("anonymous OPTIONS via the redirector: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	if got := rd.Locates("/store/f.txt"); got != before {
 		t.Fatalf("refused requests made %d lookups", got-before)
 	}
 
+	if resp := authReq(t, "OPTIONS", rd.URL+"/store/f.txt", read, ""); resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("OPTIONS with a read token via the redirector: %d", resp.StatusCode)
+	}
 	resp = authReq(t, "GET", rd.URL+"/store/f.txt", read, "")
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(loc, srv.URL) {

@@ -62,6 +62,11 @@ func Gate(next http.Handler, a auth.Authorizer, skip func(path string) bool) htt
 			return
 		}
 		op, ok := opOf(r.Method)
+		if !ok && r.Method == http.MethodOptions && r.URL.Path != "*" {
+			// A redirector answers OPTIONS on a path with a redirect to
+			// a member: only those who may read the path learn where.
+			op, ok = auth.Read, true
+		}
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
