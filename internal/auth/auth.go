@@ -81,6 +81,24 @@ type Authorizer interface {
 	Authorize(ctx context.Context, r Request) error
 }
 
+// Hidden returns, for a listing of the directory dir that r (its
+// credential) may list, a function telling which entries (logical paths)
+// to leave out: those under a stricter rule that refuses r a read, so
+// that their names, sizes and checksums are not shown to whom may not
+// read them. It returns nil when no rule of a lies below dir (the common
+// case: nothing to check per entry).
+func Hidden(ctx context.Context, a Authorizer, r Request, dir string) func(entry string) bool {
+	nr, ok := a.(interface{ RulesBelow(dir string) bool })
+	if !ok || !nr.RulesBelow(dir) {
+		return nil
+	}
+	r.Op = Read
+	return func(entry string) bool {
+		r.Path = entry
+		return a.Authorize(ctx, r) != nil
+	}
+}
+
 // ExportRule is the policy of one export prefix.
 type ExportRule struct {
 	Prefix   string // logical, with leading slash

@@ -139,6 +139,19 @@ func (p *Policy) Authorize(ctx context.Context, r Request) error {
 		challenge: id.insufficient(need, r.Path)}
 }
 
+// RulesBelow reports whether a rule covers a path strictly below dir:
+// a listing of dir may then hold entries that requester may not read.
+func (p *Policy) RulesBelow(dir string) bool {
+	dir = strings.TrimSuffix(dir, "/")
+	for _, rule := range p.Rules {
+		pre := strings.TrimSuffix(rule.Prefix, "/")
+		if pre != dir && pre != "" && covers(dir, pre) {
+			return true
+		}
+	}
+	return false
+}
+
 // rule finds the longest prefix rule covering path.
 func (p *Policy) rule(path string) (Rule, bool) {
 	best, found := Rule{}, false

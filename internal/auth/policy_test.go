@@ -231,3 +231,27 @@ func TestPolicyGroupsOfHonouredIssuers(t *testing.T) {
 		t.Fatalf("group of the honoured issuer: %v", err)
 	}
 }
+
+func TestRulesBelowAndHidden(t *testing.T) {
+	p := &Policy{Rules: []Rule{{Prefix: "/", AnonymousRead: true}, {Prefix: "/store/secret/"}, {Prefix: "/other"}}}
+	for dir, want := range map[string]bool{"/": true, "/store": true, "/store/": true, "/store/secret": false, "/store/secret/x": false, "/stor": false, "/storex": false, "/other": false} {
+		if got := p.RulesBelow(dir); got != want {
+			t.Errorf("RulesBelow(%q) = %v, want %v", dir, got, want)
+		}
+	}
+	if Hidden(t.Context(), p, Request{}, "/other") != nil {
+		t.Error("Hidden: a function where no rule lies below")
+	}
+	hide := Hidden(t.Context(), p, Request{Op: List}, "/store")
+	if hide == nil {
+		t.Fatal("Hidden: nil above a stricter rule")
+	}
+	for entry, want := range map[string]bool{"/store/secret": true, "/store/secretive": false, "/store/open": false} {
+		if got := hide(entry); got != want {
+			t.Errorf("hide(%q) = %v, want %v", entry, got, want)
+		}
+	}
+	if Hidden(t.Context(), AllowAll{}, Request{}, "/") != nil {
+		t.Error("Hidden: a function for an authorizer without rules")
+	}
+}

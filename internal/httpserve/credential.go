@@ -44,6 +44,12 @@ func Credentials(r *http.Request, ar auth.Request) auth.Request {
 	return ar
 }
 
+// hidden tells which entries of a listing of t to leave out for r's
+// credential (auth.Hidden); nil when every entry may be shown.
+func (h *Handler) hidden(r *http.Request, t target) func(entry string) bool {
+	return auth.Hidden(r.Context(), h.opts.Auth, Credentials(r, auth.Request{}), t.URLPath())
+}
+
 // authorize asks the Authorizer about op on t, with the request's
 // credentials.
 func (h *Handler) authorize(ctx context.Context, r *http.Request, op auth.Op, t target) error {

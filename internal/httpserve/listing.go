@@ -37,7 +37,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, t target) error {
 		return err
 	}
 	l := Listing{Path: t.URLPath(), Entries: make([]Entry, 0, len(infos))}
+	hide := h.hidden(r, t)
 	for _, fi := range infos {
+		if hide != nil && hide("/"+storage.Join(t.logical, fi.Name)) {
+			continue
+		}
 		l.Entries = append(l.Entries, Entry{Name: fi.Name, Path: "/" + storage.Join(t.logical, fi.Name), Size: fi.Size, ModTime: fi.ModTime.UTC(), IsDir: fi.IsDir})
 	}
 	return writeListing(w, r, l)
@@ -45,7 +49,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, t target) error {
 
 func (h *Handler) listVirtual(w http.ResponseWriter, r *http.Request, t target, kids []string) error {
 	l := Listing{Path: t.URLPath(), Entries: make([]Entry, 0, len(kids))}
+	hide := h.hidden(r, t)
 	for _, k := range kids {
+		if hide != nil && hide("/"+storage.Join(t.logical, k)) {
+			continue
+		}
 		l.Entries = append(l.Entries, Entry{Name: k, Path: "/" + storage.Join(t.logical, k), IsDir: true})
 	}
 	return writeListing(w, r, l)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +102,9 @@ func (h *Handler) propfind(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
+	if hide := h.hidden(r, t); hide != nil {
+		entries = slices.DeleteFunc(entries, func(e storage.FileInfo) bool { return hide("/" + storage.Join(t.logical, e.Name)) })
+	}
 	ms := multistatus{XmlnsD: "DAV:", XmlnsC: dcacheNS}
 	ms.Responses = append(ms.Responses, h.propResponse(r, t, "", self, wantSums))
 	for _, e := range entries {

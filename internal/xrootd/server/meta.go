@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -213,6 +214,9 @@ func (ss *session) dirlist(ctx context.Context, r *request) error {
 		if !dup {
 			entries = append(entries, entry{name: k, virt: true})
 		}
+	}
+	if hide := auth.Hidden(ctx, ss.srv.opts.Auth, auth.Request{Peer: ss.main.peer, Subject: ss.Subject(), Bearer: ss.Bearer()}, t.Path()); hide != nil {
+		entries = slices.DeleteFunc(entries, func(e entry) bool { return hide(target{logical: storage.Join(t.logical, e.name)}.Path()) })
 	}
 	buf := getBuf(dirlistChunk + 8<<10)
 	defer putBuf(buf)
