@@ -233,16 +233,16 @@ func TestPolicyGroupsOfHonouredIssuers(t *testing.T) {
 }
 
 func TestRulesBelowAndHidden(t *testing.T) {
-	p := &Policy{Rules: []Rule{{Prefix: "/", AnonymousRead: true}, {Prefix: "/store/secret/"}, {Prefix: "/other"}}}
+	p := &auth.Policy{Rules: []auth.Rule{{Prefix: "/", AnonymousRead: true}, {Prefix: "/store/secret/"}, {Prefix: "/other"}}}
 	for dir, want := range map[string]bool{"/": true, "/store": true, "/store/": true, "/store/secret": false, "/store/secret/x": false, "/stor": false, "/storex": false, "/other": false} {
 		if got := p.RulesBelow(dir); got != want {
 			t.Errorf("RulesBelow(%q) = %v, want %v", dir, got, want)
 		}
 	}
-	if Hidden(t.Context(), p, Request{}, "/other") != nil {
+	if auth.Hidden(t.Context(), p, auth.Request{}, "/other") != nil {
 		t.Error("Hidden: a function where no rule lies below")
 	}
-	hide := Hidden(t.Context(), p, Request{Op: List}, "/store")
+	hide := auth.Hidden(t.Context(), p, auth.Request{Op: auth.List}, "/store")
 	if hide == nil {
 		t.Fatal("Hidden: nil above a stricter rule")
 	}
@@ -251,7 +251,7 @@ func TestRulesBelowAndHidden(t *testing.T) {
 			t.Errorf("hide(%q) = %v, want %v", entry, got, want)
 		}
 	}
-	if Hidden(t.Context(), AllowAll{}, Request{}, "/") != nil {
+	if auth.Hidden(t.Context(), auth.AllowAll{}, auth.Request{}, "/") != nil {
 		t.Error("Hidden: a function for an authorizer without rules")
 	}
 }
