@@ -44,6 +44,15 @@ func classOf(n int) int {
 	return -1
 }
 
+// SizeOf is the size of the buffer a Get of n bytes hands out (n when
+// no class holds it).
+func SizeOf(n int) int {
+	if c := classOf(n); c >= 0 {
+		return Classes[c]
+	}
+	return n
+}
+
 // Pool is a budget of bytes and the buffers allocated under it. It is
 // safe for concurrent use.
 type Pool struct {

@@ -174,3 +174,25 @@ func FuzzText(f *testing.F) {
 		_, _, _ = ParseChecksum(b)
 	})
 }
+
+// FuzzPagesInPlace: the in-place paged form equals AppendPages's for any
+// offset and data.
+func FuzzPagesInPlace(f *testing.F) {
+	f.Add(int64(0), make([]byte, 9000))
+	f.Add(int64(5000), make([]byte, 8000))
+	f.Add(int64(4095), []byte{1, 2})
+	f.Fuzz(func(t *testing.T, off int64, data []byte) {
+		if off < 0 {
+			off = -off
+		}
+		if off < 0 {
+			return
+		}
+		want := AppendPages(nil, off, data)
+		buf := make([]byte, PagedLen(off, len(data)))
+		copy(buf[4*PageCount(off, len(data)):], data)
+		if got := PagesInPlace(buf, off, len(data)); !bytes.Equal(got, want) {
+			t.Fatalf("off %d, %d bytes: in place differs", off, len(data))
+		}
+	})
+}

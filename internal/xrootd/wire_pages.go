@@ -36,6 +36,26 @@ func AppendPages(dst []byte, off int64, data []byte) []byte {
 	return dst
 }
 
+// PagesInPlace turns n bytes of data at file offset off, which the caller
+// read into buf[4*PageCount(off, n):], into their paged form in
+// buf[:PagedLen(off, n)], which it returns: each piece moves down over the
+// room left for the CRCs before it, so one buffer serves the read and the
+// answer. buf must hold PagedLen(off, n) bytes.
+func PagesInPlace(buf []byte, off int64, n int) []byte {
+	in, out := 4*PageCount(off, n), 0
+	for end := in + n; in < end; {
+		k := min(end-in, PageSize-int(off%PageSize))
+		crc := CRC32C(buf[in : in+k])
+		// out+4 <= in for every piece but past the last (4 bytes fewer
+		// of room each time): neither the CRC nor the move touches bytes
+		// not yet read.
+		copy(buf[out+4:out+4+k], buf[in:in+k])
+		be.PutUint32(buf[out:], crc)
+		in, out, off = in+k, out+4+k, off+int64(k)
+	}
+	return buf[:out]
+}
+
 // PageCRCs computes the CRC32C of each piece of data at off, into dst.
 func PageCRCs(dst []uint32, off int64, data []byte) []uint32 {
 	for len(data) > 0 {

@@ -252,6 +252,11 @@ func TestPages(t *testing.T) {
 		if err != nil || len(bad) > 0 || !bytes.Equal(back, data[:c.n]) {
 			t.Errorf("(%d, %d): decode %d bytes, bad %v, %v", c.off, c.n, len(back), bad, err)
 		}
+		buf := make([]byte, PagedLen(c.off, c.n)+7)
+		copy(buf[4*c.pieces:], data[:c.n])
+		if got := PagesInPlace(buf, c.off, c.n); !bytes.Equal(got, wire) {
+			t.Errorf("(%d, %d): PagesInPlace differs from AppendPages", c.off, c.n)
+		}
 		if len(PageCRCs(nil, c.off, data[:c.n])) != c.pieces {
 			t.Errorf("PageCRCs count (%d, %d)", c.off, c.n)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -107,7 +108,7 @@ type request struct {
 	out  *conn // the connection answered on (a bound path for reads)
 	hdr  xrootd.RequestHeader
 	data []byte
-	buf  *[]byte // pooled storage of data
+	buf  *bufpool.Buf // storage of data, from the server's budget
 	now  bool    // tried on the reader goroutine: must not wait (errNotNow)
 }
 
@@ -198,7 +199,7 @@ func (c *conn) serve(ctx context.Context) {
 			continue
 		}
 		in := inline(h.RequestID) || (c.srv.opts.Inline && c.busy.Load() == 0 && c.quick(h))
-		weight := int64(bufSize(int(h.Dlen)))
+		weight := int64(bufpool.SizeOf(int(h.Dlen)))
 		if !in {
 			select {
 			case c.slots <- struct{}{}:
@@ -215,10 +216,27 @@ func (c *conn) serve(ctx context.Context) {
 		if c.br.Buffered() < int(h.Dlen) {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 		}
-		buf := getBuf(int(h.Dlen))
-		data := (*buf)[:h.Dlen]
+		// The data waits for room in the server's buffer budget: while
+		// it is spent, this connection is not read (TCP holds the
+		// client back).
+		var buf *bufpool.Buf
+		var data []byte
+		if h.Dlen > 0 {
+			if buf, err = c.srv.opts.Buffers.Get(ctx, int(h.Dlen)); err != nil {
+				if !in {
+					c.mem.Release(weight)
+					<-c.slots
+				}
+				if ctx.Err() == nil {
+					// Its data cannot be read: the stream cannot go on.
+					_ = c.sendError(h.StreamID, xrootd.CodeNoMemory, fmt.Sprintf("%v with %d bytes of data: %v", h.RequestID, h.Dlen, err))
+				}
+				return
+			}
+			data = buf.B
+		}
 		if _, err := io.ReadFull(c.br, data); err != nil {
-			putBuf(buf)
+			buf.Release()
 			if !in {
 				c.mem.Release(weight)
 				<-c.slots
@@ -280,7 +298,7 @@ func (c *conn) finish() {
 func (c *conn) handle(ctx context.Context, r *request) (deferred bool) {
 	defer func() {
 		if !deferred {
-			putBuf(r.buf) // a handler may keep the buffer (r.buf = nil)
+			r.buf.Release() // a handler may keep the buffer (r.buf = nil)
 		}
 	}()
 	defer func() {
@@ -473,47 +491,4 @@ func (r *request) ok(parts ...[]byte) error {
 func (r *request) okText(s string) error {
 	b := make([]byte, 0, len(s)+1)
 	return r.ok(append(append(b, s...), 0))
-}
-
-// Buffer pool by size class: request data, read answers.
-var bufClasses = [...]int{4 << 10, 64 << 10, 1 << 20, 4 << 20, 17 << 20}
-
-var bufPools [len(bufClasses)]sync.Pool
-
-// bufSize is the size of the buffer getBuf(n) returns.
-func bufSize(n int) int {
-	for _, sz := range bufClasses {
-		if n <= sz {
-			return sz
-		}
-	}
-	return n
-}
-
-// getBuf returns a buffer of at least n bytes; putBuf returns it.
-func getBuf(n int) *[]byte {
-	for i, sz := range bufClasses {
-		if n <= sz {
-			if b, ok := bufPools[i].Get().(*[]byte); ok {
-				return b
-			}
-			b := make([]byte, sz)
-			return &b
-		}
-	}
-	b := make([]byte, n)
-	return &b
-}
-
-func putBuf(b *[]byte) {
-	if b == nil {
-		return
-	}
-	for i, sz := range bufClasses {
-		if cap(*b) == sz {
-			*b = (*b)[:sz]
-			bufPools[i].Put(b)
-			return
-		}
-	}
 }

@@ -218,9 +218,12 @@ func (ss *session) dirlist(ctx context.Context, r *request) error {
 	if hide := auth.Hidden(ctx, ss.srv.opts.Auth, auth.Request{Peer: ss.main.peer, Subject: ss.Subject(), Bearer: ss.Bearer()}, t.Path()); hide != nil {
 		entries = slices.DeleteFunc(entries, func(e entry) bool { return hide(target{logical: storage.Join(t.logical, e.name)}.Path()) })
 	}
-	buf := getBuf(dirlistChunk + 8<<10)
-	defer putBuf(buf)
-	out := (*buf)[:0]
+	buf, err := ss.srv.opts.Buffers.Get(ctx, dirlistChunk+8<<10)
+	if err != nil {
+		return err
+	}
+	defer buf.Release()
+	out := buf.B[:0]
 	if dstat {
 		out = append(out, xrootd.DirlistStatLead...)
 	}
@@ -233,7 +236,7 @@ func (ss *session) dirlist(ctx context.Context, r *request) error {
 			if err := r.out.send(r.hdr.StreamID, xrootd.StatusOKSoFar, out); err != nil {
 				return err
 			}
-			out = (*buf)[:0]
+			out = buf.B[:0]
 		}
 		if !dstat {
 			out = xrootd.AppendDirEntry(out, e.name, nil)

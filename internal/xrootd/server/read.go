@@ -21,6 +21,16 @@ const readvFrame = 256 << 10
 // two system calls).
 const smallRead = 64 << 10
 
+// bufferedFrame is the most file data of one frame read into a buffer
+// (reads that cannot use sendfile: TLS, a cache): reads larger go in
+// kXR_oksofar parts, each reusing the one buffer from the budget. 256 KiB
+// stays in the CPU's cache between the read and the write to the socket.
+const bufferedFrame = 256 << 10
+
+// pgFrame is pgread's data per frame: 63 pages, so that data and CRCs
+// fit the 256 KiB buffer class they are read into (xrootd.PagesInPlace).
+const pgFrame = 63 * xrootd.PageSize
+
 // route points r's answer at the path the client asked for.
 func (ss *session) route(r *request, pathID byte) error {
 	if pathID == 0 || pathID == xrootd.PgAnyPath {
@@ -81,10 +91,15 @@ func (ss *session) read(ctx context.Context, r *request) error {
 	}
 	n := min(int64(rq.Length), size-rq.Offset)
 	chunk := int64(ss.srv.opts.MaxReadSize)
-	var buf *[]byte
+	var b []byte
 	if !r.out.canSendfile(src) || n <= smallRead {
-		buf = getBuf(int(min(n, chunk)))
-		defer putBuf(buf)
+		chunk = min(chunk, bufferedFrame)
+		buf, err := ss.srv.opts.Buffers.Get(ctx, int(min(n, chunk)))
+		if err != nil {
+			return err
+		}
+		defer buf.Release()
+		b = buf.B
 	}
 	for done := int64(0); done < n; {
 		k := min(chunk, n-done)
@@ -94,10 +109,6 @@ func (ss *session) read(ctx context.Context, r *request) error {
 		}
 		if err := fill(ctx, src, storage.Span{Off: rq.Offset + done, Len: k}); err != nil {
 			return err
-		}
-		var b []byte
-		if buf != nil {
-			b = *buf
 		}
 		if err := r.out.sendFileFrame(r.hdr.StreamID, st, src, rq.Offset+done, k, b); err != nil {
 			return err
@@ -165,15 +176,18 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 		largest = max(largest, s.Length)
 	}
 	quantum := max(readvFrame, xrootd.SegmentLen+int(largest))
-	buf := getBuf(int(min(int64(quantum), total)))
-	defer putBuf(buf)
-	frame := (*buf)[:0]
+	buf, err := ss.srv.opts.Buffers.Get(ctx, int(min(int64(quantum), total)))
+	if err != nil {
+		return err
+	}
+	defer buf.Release()
+	frame := buf.B[:0]
 	for _, s := range segs {
 		if len(frame) > 0 && len(frame)+xrootd.SegmentLen+int(s.Length) > quantum {
 			if err := r.out.send(r.hdr.StreamID, xrootd.StatusOKSoFar, frame); err != nil {
 				return err
 			}
-			frame = (*buf)[:0]
+			frame = buf.B[:0]
 		}
 		frame = xrootd.AppendSegment(frame, s)
 		at := len(frame)
@@ -212,25 +226,29 @@ func (ss *session) pgread(ctx context.Context, r *request) error {
 		return r.out.sendRaw(xrootd.AppendStatus(nil, sid, xrootd.ReqPgRead, xrootd.RespFinal, appendInt64(info[:0], rq.Offset), 0), nil)
 	}
 	n := min(int64(rq.Length), size-rq.Offset)
-	quantum := int64(ss.srv.opts.MaxReadSize) / xrootd.PageSize * xrootd.PageSize
-	dbuf := getBuf(int(min(n, quantum+xrootd.PageSize)))
-	defer putBuf(dbuf)
-	pbuf := getBuf(xrootd.PagedLen(rq.Offset, int(min(n, quantum+xrootd.PageSize))) + xrootd.PageUnit)
-	defer putBuf(pbuf)
+	// One buffer per request: each frame's data is read where its pages
+	// end up, and moved down over room for the CRCs in place.
+	quantum := min(int64(ss.srv.opts.MaxReadSize)/xrootd.PageSize*xrootd.PageSize, pgFrame)
+	buf, err := ss.srv.opts.Buffers.Get(ctx, xrootd.PagedLen(rq.Offset, int(min(n, quantum))))
+	if err != nil {
+		return err
+	}
+	defer buf.Release()
 	var frame []byte
 	for off, end := rq.Offset, rq.Offset+n; off < end; {
 		k := min(end-off, quantum-off%xrootd.PageSize)
 		if err := fill(ctx, src, storage.Span{Off: off, Len: k}); err != nil {
 			return err
 		}
-		d := (*dbuf)[:k]
+		crcs := 4 * xrootd.PageCount(off, int(k))
+		d := buf.B[crcs : crcs+int(k)]
 		if got, err := src.ReadAt(d, off); int64(got) < k {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("file shrank while reading: %d of %d bytes at %d: %w", got, k, off, io.ErrUnexpectedEOF)
 			}
 			return err
 		}
-		paged := xrootd.AppendPages((*pbuf)[:0], off, d)
+		paged := xrootd.PagesInPlace(buf.B[:cap(buf.B)], off, int(k))
 		typ := byte(xrootd.RespPartial)
 		if off+k == end {
 			typ = xrootd.RespFinal

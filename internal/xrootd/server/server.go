@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
@@ -44,6 +45,12 @@ type Options struct {
 	// allowed, writes refused), as in the HTTP front-end.
 	Auth auth.Authorizer
 	Log  *slog.Logger
+	// Buffers is the budget the data buffers of requests and answers come
+	// from (request data, reads that cannot use sendfile, readv, pgread,
+	// listings), shared with the HTTP front-end in a wanda process; a
+	// request waits for room, it never allocates past it. Nil: a budget
+	// of DefaultBuffers for this server alone.
+	Buffers *bufpool.Pool
 	// MaxReadSize is the most file data sent in one response frame;
 	// longer kXR_read answers go in kXR_oksofar parts (default 4 MiB).
 	MaxReadSize int
@@ -145,6 +152,9 @@ type Server struct {
 	perIP    map[string]int
 }
 
+// DefaultBuffers is the buffer budget of a Server given none.
+const DefaultBuffers = 64 << 20
+
 // NewServer returns a Server.
 func NewServer(opts Options) *Server {
 	if opts.Log == nil {
@@ -169,7 +179,10 @@ func NewServer(opts Options) *Server {
 	if opts.MaxConnMemory <= 0 {
 		opts.MaxConnMemory = 64 << 20
 	}
-	opts.MaxConnMemory = max(opts.MaxConnMemory, bufSize(opts.MaxRequestData))
+	opts.MaxConnMemory = max(opts.MaxConnMemory, bufpool.SizeOf(opts.MaxRequestData))
+	if opts.Buffers == nil {
+		opts.Buffers = bufpool.New(DefaultBuffers)
+	}
 	if opts.MaxOpenFiles <= 0 {
 		opts.MaxOpenFiles = 4096
 	}

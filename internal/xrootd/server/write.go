@@ -36,7 +36,7 @@ type writer struct {
 	floor int64  // update in append mode: the size at open, below which nothing changes
 
 	pos          int64 // sequential: bytes written
-	pending      map[int64]*[]byte
+	pending      map[int64][]byte // detached from the buffer budget
 	pendingLen   map[int64]int
 	pendingBytes int
 	maxPending   int
@@ -284,18 +284,19 @@ func (w *writer) write(off int64, data []byte, r *request) error {
 		return w.err
 	}
 	if w.pending == nil {
-		w.pending, w.pendingLen = map[int64]*[]byte{}, map[int64]int{}
+		w.pending, w.pendingLen = map[int64][]byte{}, map[int64]int{}
 	}
 	if _, dup := w.pending[off]; dup || w.pendingBytes+len(data) > w.maxPending {
 		w.err = errorf(xrootd.CodeUnsupported, "write at %d while only %d bytes arrived: more than %d bytes out of order (announce the size with oss.asize to write in any order)", off, w.pos, w.maxPending)
 		return w.err
 	}
-	if r != nil && r.buf != nil && len(data) > 0 && &(*r.buf)[0] == &data[0] {
-		w.pending[off] = r.buf // keep the request's buffer
+	if r != nil && r.buf != nil && len(data) > 0 && &r.buf.B[0] == &data[0] {
+		// Keep the request's buffer, out of the budget: a gap may take
+		// long to fill (MaxPendingWrite bounds these per upload).
+		w.pending[off] = r.buf.Detach()
 		r.buf = nil
 	} else {
-		b := append([]byte(nil), data...)
-		w.pending[off] = &b
+		w.pending[off] = append([]byte(nil), data...)
 	}
 	w.pendingLen[off] = len(data)
 	w.pendingBytes += len(data)
@@ -326,8 +327,7 @@ func (w *writer) drain() error {
 		delete(w.pending, w.pos)
 		delete(w.pendingLen, w.pos)
 		w.pendingBytes -= n
-		err := w.put((*b)[:n])
-		putBuf(b)
+		err := w.put(b[:n])
 		if err != nil {
 			return err
 		}
@@ -493,8 +493,7 @@ func (w *writer) abort() error {
 }
 
 func (w *writer) abortLocked() error {
-	for off, b := range w.pending {
-		putBuf(b)
+	for off := range w.pending {
 		delete(w.pending, off)
 	}
 	w.pendingBytes = 0

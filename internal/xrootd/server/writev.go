@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
@@ -47,7 +48,7 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 		return false
 	}
 	n := int(total)
-	weight := int64(bufSize(n))
+	weight := int64(bufpool.SizeOf(n))
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -58,11 +59,19 @@ func (c *conn) readWriteV(ctx context.Context, h xrootd.RequestHeader) bool {
 		return false
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
-	buf := getBuf(n)
-	data := (*buf)[:n]
+	buf, err := c.srv.opts.Buffers.Get(ctx, n)
+	if err != nil {
+		c.mem.Release(weight)
+		<-c.slots
+		if ctx.Err() == nil {
+			_ = c.sendError(h.StreamID, xrootd.CodeNoMemory, fmt.Sprintf("kXR_writev of %d bytes: %v", n, err))
+		}
+		return false
+	}
+	data := buf.B
 	copy(data, list)
 	if _, err := io.ReadFull(c.br, data[len(list):]); err != nil {
-		putBuf(buf)
+		buf.Release()
 		c.mem.Release(weight)
 		<-c.slots
 		return false
