@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -98,7 +99,11 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	m := metrics.NewHTTP(reg, "server")
 	s.metrics = m
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// One buffer budget for both front-ends (docs/operations.md).
+	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
+	metrics.RegisterBuffers(reg, "server", bufs)
 	data := httpserve.New(httpserve.Options{
+		Buffers:     bufs,
 		Namespace:   ns,
 		Auth:        s.policy,
 		Log:         log.With("component", "http"),
@@ -119,6 +124,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
 			Metrics:       s.xmetrics,
+			Buffers:       bufs,
 			Inline:        true, // local disks: see xrdserver.Options.Inline
 			Namespace:     ns,
 			Auth:          s.policy,

@@ -25,7 +25,9 @@ import (
 
 // Classes are the buffer sizes handed out: a request for n bytes gets the
 // smallest class that holds n.
-var Classes = [...]int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16<<20 + 64<<10}
+// The two largest hold root:// writes of 8 MiB (xrdcp's chunks) and
+// 16 MiB with their headers and page checksums.
+var Classes = [...]int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8<<20 + 64<<10, 16<<20 + 64<<10}
 
 // MaxSize is the largest buffer a Pool hands out.
 const MaxSize = 16<<20 + 64<<10

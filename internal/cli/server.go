@@ -14,7 +14,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		cfgFile, listen, logLevel, logFormat string
+		cfgFile, listen, logLevel, logFormat, bufferMemory string
 		exports, exportsRO                   []string
 		ff                                   fedFlags
 		af                                   authFlags
@@ -58,6 +58,11 @@ Flags override the config file; --export adds to its exports.
 			if cmd.Flags().Changed("listen") {
 				cfg.Server.Listen = listen
 			}
+			if cmd.Flags().Changed("buffer-memory") {
+				if err := cfg.Server.BufferMemory.UnmarshalText([]byte(bufferMemory)); err != nil {
+					return usagef("--buffer-memory %q: %v", bufferMemory, err)
+				}
+			}
 			if err := af.apply(cmd, &cfg.Auth, &cfg.Server.TLS); err != nil {
 				return err
 			}
@@ -93,6 +98,7 @@ Flags override the config file; --export adds to its exports.
 	f.StringArrayVar(&exports, "export", nil, "export a directory: PREFIX=DIR (repeatable)")
 	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
+	f.StringVar(&bufferMemory, "buffer-memory", "64MiB", "budget of the data buffers of HTTP and root:// (server.buffer_memory; at least 24MiB)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)

@@ -43,6 +43,11 @@ type Server struct {
 	Federation Federation `yaml:"federation"`
 	// XRootD serves root:// on the same port as HTTP (docs/xrootd.md).
 	XRootD XRootD `yaml:"xrootd"`
+	// BufferMemory is the budget of the data buffers of both front-ends
+	// (upload and write data, multi-range and vector answers, reads that
+	// cannot use sendfile): requests wait for room rather than allocate
+	// past it (docs/operations.md).
+	BufferMemory Size `yaml:"buffer_memory"`
 }
 
 // XRootD configures the root:// front-end.
@@ -129,6 +134,7 @@ func Default() Config {
 			ShutdownTimeout: 30 * time.Second,
 			Federation:      Federation{Heartbeat: 5 * time.Second},
 			XRootD:          XRootD{Enabled: true},
+			BufferMemory:    64 << 20,
 		},
 		Redirector: DefaultRedirector(),
 		Cache:      DefaultCache(),
@@ -136,6 +142,10 @@ func Default() Config {
 		Log:        Log{Level: "info", Format: "text"},
 	}
 }
+
+// MinBufferMemory is the smallest server.buffer_memory: the largest
+// request (a 16 MiB root:// write) and room for others beside it.
+const MinBufferMemory = 24 << 20
 
 // Load reads a file over the defaults.
 func Load(path string) (Config, error) {
@@ -184,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
 		errs = append(errs, errors.New("server.tls: give both cert and key"))
+	}
+	if c.Server.BufferMemory < MinBufferMemory {
+		errs = append(errs, fmt.Errorf("server.buffer_memory: %d bytes: at least %s (a root:// write of 16 MiB and room beside it)", int64(c.Server.BufferMemory), "24MiB"))
 	}
 	if s.HTTP.MaxRanges < 1 {
 		errs = append(errs, errors.New("server.http.max_ranges: must be at least 1"))

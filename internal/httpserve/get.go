@@ -1,7 +1,6 @@
 package httpserve
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -128,8 +127,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	buf, err := h.opts.Buffers.Get(r.Context(), multipartBuffer)
+	if err != nil {
+		return err
+	}
+	defer buf.Release()
 	w.WriteHeader(http.StatusPartialContent)
-	return sendMultipart(r.Context(), w, f, mp, ranges)
+	return sendMultipart(r.Context(), newBufWriter(w, buf), w, f, mp, ranges)
 }
 
 // fillFirst has a Filler fetch the first chunk of a range before the
@@ -190,10 +194,10 @@ func copyRange(w io.Writer, f storage.File, off, n int64) error {
 	return err
 }
 
-// sendMultipart writes the parts. Small parts are pread straight into a
-// 256 KiB response buffer; large ones flush it and go by sendfile.
-func sendMultipart(ctx context.Context, w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
+// sendMultipart writes the parts through bw, a buffer over w. Small
+// parts are pread straight into the buffer; large ones flush it and go by
+// sendfile.
+func sendMultipart(ctx context.Context, bw *bufWriter, w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range) error {
 	var hdr []byte
 	for i, rg := range ranges {
 		hdr = mp.AppendPartHeader(hdr[:0], i, rg)

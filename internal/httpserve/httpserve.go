@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	// ParallelPutIdleTimeout discards a parallel upload (putparts.go) that
 	// received no part for this long (default 10 minutes).
 	ParallelPutIdleTimeout time.Duration
+	// Buffers is the budget that multi-range answers and upload copies
+	// take their buffers from (shared with root:// in a wanda process);
+	// nil: DefaultBuffers for this handler alone.
+	Buffers *bufpool.Pool
 	// MaxParallelPuts bounds the parallel uploads in progress; parts that
 	// would start one more get 503 (default 1024).
 	MaxParallelPuts int
@@ -61,6 +66,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.Auth == nil {
 		opts.Auth = auth.ExportPolicy{}
+	}
+	if opts.Buffers == nil {
+		opts.Buffers = bufpool.New(DefaultBuffers)
 	}
 	if opts.ParallelPutIdleTimeout <= 0 {
 		opts.ParallelPutIdleTimeout = defaultPartIdle

@@ -58,7 +58,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 		sums = checksum.NewMulti(algs)
 		dst = io.MultiWriter(up, sums)
 	}
-	n, err := io.Copy(dst, r.Body)
+	n, err := h.copyBody(r.Context(), dst, r.Body)
 	if err != nil {
 		// A body that ended early is answered 400 although net/http has
 		// cancelled the context on that read error: a client that

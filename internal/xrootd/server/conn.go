@@ -109,7 +109,7 @@ type request struct {
 	hdr  xrootd.RequestHeader
 	data []byte
 	buf  *bufpool.Buf // storage of data, from the server's budget
-	now  bool    // tried on the reader goroutine: must not wait (errNotNow)
+	now  bool         // tried on the reader goroutine: must not wait (errNotNow)
 }
 
 func (r *request) String() string { return r.hdr.RequestID.String() }

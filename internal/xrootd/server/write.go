@@ -35,7 +35,7 @@ type writer struct {
 	spans []span // random, update: ranges received, sorted and merged
 	floor int64  // update in append mode: the size at open, below which nothing changes
 
-	pos          int64 // sequential: bytes written
+	pos          int64            // sequential: bytes written
 	pending      map[int64][]byte // detached from the buffer budget
 	pendingLen   map[int64]int
 	pendingBytes int
