@@ -37,7 +37,6 @@ type conn struct {
 	br     *bufio.Reader   // requests: a header and its data in one read(2) mostly
 
 	wmu sync.Mutex
-	bw  *bufio.Writer
 	hdr []byte
 	vec net.Buffers // writev's list, kept between frames
 
@@ -57,7 +56,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, cancel context.CancelFunc) *conn {
 	c := &conn{
 		srv: s, nc: nc, cancel: cancel, peer: addrString(nc.RemoteAddr()), local: addrString(nc.LocalAddr()),
-		br: bufio.NewReaderSize(nc, readBuffer), bw: bufio.NewWriterSize(nc, 64<<10), slots: make(chan struct{}, s.opts.Workers),
+		br: bufio.NewReaderSize(nc, readBuffer), slots: make(chan struct{}, s.opts.Workers),
 		mem: semaphore.NewWeighted(int64(s.opts.MaxConnMemory)),
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -88,11 +87,12 @@ func (c *conn) startTLS(cfg *tls.Config) {
 	tc := tls.Server(readerConn{c.nc, c.br}, cfg)
 	c.nc, c.raw, c.tls = tc, nil, true
 	c.br = bufio.NewReaderSize(tc, readBuffer)
-	c.bw.Reset(tc)
 }
 
-// readBuffer is the read-ahead of a connection's requests.
-const readBuffer = 16 << 10
+// readBuffer is the read-ahead of a connection's requests: room for a
+// burst of request headers; data beyond it is read straight into its
+// buffer.
+const readBuffer = 4 << 10
 
 // readerConn is a connection whose reads go through r (bytes read ahead).
 type readerConn struct {
@@ -345,18 +345,21 @@ func (c *conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
-	if _, err := c.bw.Write(b); err != nil {
-		return c.broken(err)
-	}
-	if err := c.bw.Flush(); err != nil {
+	if _, err := c.nc.Write(b); err != nil {
 		return c.broken(err)
 	}
 	return nil
 }
 
+// smallFrame is the largest frame copied whole into a buffer and written
+// with one write(2) (over TLS: one record); larger ones go out with
+// writev(2), the header beside the body. A connection owns no write
+// buffer: an idle one costs nothing for it.
+const smallFrame = 4 << 10
+
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, smallFrame); return &b }}
+
 // send writes one response frame: a header and the parts as its body.
-// A large body goes out with the header in one writev(2), not through the
-// buffer (which would copy it, and cost a second write).
 func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -367,32 +370,29 @@ func (c *conn) send(sid xrootd.StreamID, st xrootd.Status, parts ...[]byte) erro
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
 	c.srv.sent(int64(len(c.hdr) + n))
-	if n >= c.bw.Available() {
-		return c.writev(append(c.vec[:0], c.hdr), parts...)
-	}
-	if _, err := c.bw.Write(c.hdr); err != nil {
-		return c.broken(err)
-	}
-	for _, p := range parts {
-		if _, err := c.bw.Write(p); err != nil {
-			return c.broken(err)
-		}
-	}
-	if err := c.bw.Flush(); err != nil {
-		return c.broken(err)
-	}
-	return nil
+	return c.writeFrame(c.hdr, n, parts...)
 }
 
-// writev writes what is buffered, then head and parts with as few
-// writev(2) calls as the socket takes. The caller holds wmu.
-func (c *conn) writev(head net.Buffers, parts ...[]byte) error {
-	if err := c.bw.Flush(); err != nil {
-		return c.broken(err)
+// writeFrame writes head and parts (n bytes) as one frame. The caller
+// holds wmu.
+func (c *conn) writeFrame(head []byte, n int, parts ...[]byte) error {
+	if len(head)+n > smallFrame {
+		bufs := append(append(c.vec[:0], head), parts...)
+		c.vec = bufs[:0]
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			return c.broken(err)
+		}
+		return nil
 	}
-	bufs := append(head, parts...)
-	c.vec = bufs[:0]
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	bp := frameBufs.Get().(*[]byte)
+	b := append((*bp)[:0], head...)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	_, err := c.nc.Write(b)
+	*bp = b[:0]
+	frameBufs.Put(bp)
+	if err != nil {
 		return c.broken(err)
 	}
 	return nil
@@ -405,19 +405,7 @@ func (c *conn) sendRaw(frame, data []byte) error {
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout))
 	c.srv.sent(int64(len(frame) + len(data)))
-	if len(frame)+len(data) >= c.bw.Available() {
-		return c.writev(append(c.vec[:0], frame), data)
-	}
-	if _, err := c.bw.Write(frame); err != nil {
-		return c.broken(err)
-	}
-	if _, err := c.bw.Write(data); err != nil {
-		return c.broken(err)
-	}
-	if err := c.bw.Flush(); err != nil {
-		return c.broken(err)
-	}
-	return nil
+	return c.writeFrame(frame, len(data), data)
 }
 
 // canSendfile reports whether reads of ra go out with sendfile(2).
@@ -449,11 +437,6 @@ func (c *conn) sendFileFrame(sid xrootd.StreamID, st xrootd.Status, ra io.Reader
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.FrameTimeout + time.Duration(n>>20)*time.Second))
 	c.hdr = xrootd.ResponseHeader{StreamID: sid, Status: st, Dlen: int32(n)}.Append(c.hdr[:0])
-	if c.bw.Buffered() > 0 {
-		if err := c.bw.Flush(); err != nil {
-			return c.broken(err)
-		}
-	}
 	// The header goes with the body's first bytes (MSG_MORE), not alone.
 	if err := sendMore(c.raw, c.hdr); err != nil {
 		return c.broken(err)
