@@ -74,6 +74,9 @@ func (s *Server) URL(name string) string {
 	return "root://" + s.Addr + "/" + "/" + strings.TrimPrefix(name, "/")
 }
 
+// Pid is the process id of its xrootd (for its memory and CPU).
+func (s *Server) Pid() int { return s.daemons[0].Pid() }
+
 // Path is the local file of a logical name.
 func (s *Server) Path(name string) string {
 	return filepath.Join(s.Dir, filepath.FromSlash(name))
