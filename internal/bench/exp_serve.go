@@ -68,7 +68,7 @@ func init() {
 
 // The servers, by name in the rows.
 const (
-	srvWanda = "wanda"
+	srvWanda  = "wanda"
 	srvXRootD = "xrootd"
 	srvNginx  = "nginx"
 )

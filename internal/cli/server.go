@@ -15,9 +15,9 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat, bufferMemory string
-		exports, exportsRO                   []string
-		ff                                   fedFlags
-		af                                   authFlags
+		exports, exportsRO                                 []string
+		ff                                                 fedFlags
+		af                                                 authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
