@@ -219,15 +219,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
 			tc.change(&c)
-			err := c.Validate()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			wantErrs(t, c.Validate(), tc.want)
 		})
 	}
 	c := good()
@@ -320,15 +312,20 @@ func TestValidateAuth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
 			tc.change(&c)
-			err := c.Validate()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			wantErrs(t, c.Validate(), tc.want)
 		})
+	}
+}
+
+// wantErrs checks that err names every one of want.
+func wantErrs(t *testing.T, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
 	}
 }
