@@ -66,14 +66,18 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 			return err
 		}
 	}
-	u := b.inUse.Add(n)
+	raise(&b.high, b.inUse.Add(n))
+	return nil
+}
+
+// raise makes high at least v.
+func raise(high *atomic.Int64, v int64) {
 	for {
-		h := b.high.Load()
-		if u <= h || b.high.CompareAndSwap(h, u) {
-			break
+		h := high.Load()
+		if v <= h || high.CompareAndSwap(h, v) {
+			return
 		}
 	}
-	return nil
 }
 
 func (b *budget) release(n int64) {
@@ -90,8 +94,9 @@ type bufPool struct {
 	free [][]byte
 	// low is the fewest buffers idle since the last trim: that many
 	// were not needed for a whole interval.
-	low   int
-	alive atomic.Int64 // buffers made and not let go (lent or idle)
+	low       int
+	alive     atomic.Int64 // buffers made and not let go (lent or idle)
+	aliveHigh atomic.Int64 // the most alive at once
 }
 
 func newBufPool(b *budget, size int) *bufPool {
@@ -101,7 +106,7 @@ func newBufPool(b *budget, size int) *bufPool {
 // lease is what one fetch holds: n block buffers and extra bytes of
 // budget (memory a helper uses on its behalf, the client engine's read
 // buffer). release gives everything back; it may be called more than
-// once.
+// once, and on the zero lease.
 type lease struct {
 	p    *bufPool
 	bufs [][]byte
@@ -110,12 +115,12 @@ type lease struct {
 
 // lease waits for the budget of n buffers plus extra bytes and lends the
 // buffers (their contents are whatever the last user left).
-func (p *bufPool) lease(ctx context.Context, n int, extra int64) (*lease, error) {
+func (p *bufPool) lease(ctx context.Context, n int, extra int64) (lease, error) {
 	cost := int64(n)*int64(p.size) + extra
 	if err := p.b.acquire(ctx, cost); err != nil {
-		return nil, err
+		return lease{}, err
 	}
-	l := &lease{p: p, cost: cost}
+	l := lease{p: p, cost: cost}
 	if n > 0 {
 		l.bufs = make([][]byte, 0, n)
 		p.mu.Lock()
@@ -129,14 +134,14 @@ func (p *bufPool) lease(ctx context.Context, n int, extra int64) (*lease, error)
 		p.mu.Unlock()
 		for len(l.bufs) < n {
 			l.bufs = append(l.bufs, make([]byte, p.size))
-			p.alive.Add(1)
+			raise(&p.aliveHigh, p.alive.Add(1))
 		}
 	}
 	return l, nil
 }
 
 func (l *lease) release() {
-	if l == nil || l.p == nil {
+	if l.p == nil {
 		return
 	}
 	p := l.p
@@ -171,8 +176,10 @@ type RAMStats struct {
 	Bytes     int64 `json:"bytes"`
 	InUse     int64 `json:"in_use_bytes"`
 	HighWater int64 `json:"high_water_bytes"`
-	// Buffers is the bytes of block buffers alive, lent or idle.
-	Buffers int64 `json:"buffer_bytes"`
+	// Buffers is the bytes of block buffers alive, lent or idle;
+	// BuffersHighWater the most at once.
+	Buffers          int64 `json:"buffer_bytes"`
+	BuffersHighWater int64 `json:"buffer_high_water_bytes"`
 	// Waits counts the fetches that waited for the budget, WaitSeconds
 	// their total wait.
 	Waits       int64   `json:"waits"`
@@ -182,6 +189,6 @@ type RAMStats struct {
 func (p *bufPool) stats() RAMStats {
 	b := p.b
 	return RAMStats{Bytes: b.total, InUse: b.inUse.Load(), HighWater: b.high.Load(),
-		Buffers: p.alive.Load() * int64(p.size), Waits: b.waits.Load(),
+		Buffers: p.alive.Load() * int64(p.size), BuffersHighWater: p.aliveHigh.Load() * int64(p.size), Waits: b.waits.Load(),
 		WaitSeconds: time.Duration(b.waitNanos.Load()).Seconds()}
 }

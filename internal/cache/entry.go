@@ -258,8 +258,8 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span, claimed func()) 
 // match is dropped, so the fill fetches it again. It is never served.
 // The block is read into a buffer of the RAM budget (waiting for it).
 func (e *entry) verify(ctx context.Context, blocks []int) error {
-	var l *lease // taken at the first block to check
-	defer func() { l.release() }()
+	var l lease // taken at the first block to check
+	defer l.release()
 	for _, b := range blocks {
 		e.mu.Lock()
 		check := bit(e.rec.Have, b) && (e.c.opts.VerifyAlways || !bit(e.verified, b))
@@ -269,7 +269,7 @@ func (e *entry) verify(ctx context.Context, blocks []int) error {
 		if !check {
 			continue
 		}
-		if l == nil {
+		if l.p == nil {
 			var err error
 			if l, err = e.c.bufs.lease(ctx, 1, 0); err != nil {
 				return err
