@@ -6,11 +6,11 @@
 // aggregate rate.
 //
 //	go run ./scripts/cacheload -wanda bin/wanda -n 50 -size 20MB [-ram 256MiB]
-//	go run ./scripts/cacheload -xcache -n 50 -size 20MB -ram 256MiB
+//	go run ./scripts/cacheload -xcache -n 50 -size 20MB -ram 1GiB
 //
 // With -xcache the origin is an XRootD data server and the cache XRootD's
 // XCache (internal/xrdpeer, pfc.ram = -ram, 1 MiB blocks, prefetch 8),
-// read over its XrdHttp port.
+// read over its XrdHttp port. XCache refuses a pfc.ram under 1 GiB.
 //
 // It is a script, not a test: numbers depend on the machine; BENCHMARKS.md
 // quotes them with the command.
@@ -268,7 +268,7 @@ func startWanda(ctx context.Context, bin, dir, origin, ram, extra string) (func(
 
 func startXCache(ctx context.Context, dir, origin, ram string) (func(), string, int, error) {
 	if ram == "" {
-		ram = "256MiB"
+		ram = "1GiB" // XCache's least
 	}
 	sz, err := wan.ParseSize(ram)
 	if err != nil {
