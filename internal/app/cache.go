@@ -58,6 +58,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		HighWatermark: k.HighWatermark, LowWatermark: k.LowWatermark, MinFreeDisk: k.MinFreeDisk, Pin: k.Pin,
 		Revalidate: k.Revalidate, StaleIfError: k.StaleIfError, VerifyAlways: k.Verify == "always",
 		ListTTL: k.ListTTL, Passthrough: k.Writes == "passthrough", StallTimeout: k.StallTimeout,
+		RAM: int64(k.RAM),
 		Log: log.With("component", "cache"), Registry: reg,
 	})
 	if err != nil {

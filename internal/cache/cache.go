@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,6 +55,10 @@ type Options struct {
 	// Passthrough sends writes to the upstream; otherwise they are refused.
 	Passthrough  bool
 	StallTimeout time.Duration
+	// RAM is the budget for the bytes fetches hold in memory (DefaultRAM
+	// when zero, at least MinRAM(BlockSize)): a fetch that would exceed
+	// it waits.
+	RAM int64
 	// Client reads the upstream; nil builds one. Its Policy.Stall is set
 	// from StallTimeout.
 	Client   *client.Client
@@ -75,6 +80,10 @@ type Cache struct {
 	// prefetchSem bounds the prefetches in flight (an eighth of the
 	// upstream slots, at least 2).
 	prefetchSem chan struct{}
+	// bufs lends the fetches' buffers within the RAM budget; vecMax is
+	// the most blocks one vector read fetches (a quarter of the budget).
+	bufs   *bufPool
+	vecMax int
 
 	mu      sync.Mutex
 	entries map[string]*entry // by logical path
@@ -120,6 +129,12 @@ func New(o Options) (*Cache, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.RAM == 0 {
+		o.RAM = DefaultRAM
+	}
+	if o.RAM < MinRAM(o.BlockSize) {
+		return nil, fmt.Errorf("cache: ram %d: want at least %d for blocks of %d", o.RAM, MinRAM(o.BlockSize), o.BlockSize)
+	}
 	if o.Client == nil {
 		o.Client = client.New()
 	}
@@ -128,6 +143,7 @@ func New(o Options) (*Cache, error) {
 	o.Client.HTTP.UserAgent = fed.CacheAgent + " (" + o.Client.HTTP.UserAgent + ")"
 	// A reader waits for at most two stalls, not the engine's five tries.
 	o.Client.Policy.Attempts = 2
+	boundConns(o.Client, o.MaxUpstream)
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
@@ -135,6 +151,8 @@ func New(o Options) (*Cache, error) {
 		opts: o, up: o.Client, upstream: u, log: o.Log,
 		sem:         make(chan struct{}, o.MaxUpstream),
 		prefetchSem: make(chan struct{}, max(2, o.MaxUpstream/8)),
+		bufs:        newBufPool(newBudget(o.RAM), int(o.BlockSize)),
+		vecMax:      int(min(maxVectorBlocks, max(1, o.RAM/o.BlockSize/4))),
 		entries:     map[string]*entry{},
 		meta:        newMetaCache(o.ListTTL),
 		stop:        make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -235,6 +253,29 @@ func (c *Cache) Close() error {
 		e.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// connBuffer is the read and the write buffer of an upstream connection.
+const connBuffer = 32 << 10
+
+// boundConns sizes the upstream connections for many of them: the
+// engine's defaults suit a client's few fast streams (256 KiB read and
+// write buffers per connection, 256 idle connections per host, each
+// keeping its buffers), but the cache holds up to max_upstream
+// connections busy and as many idle, outside the RAM budget. Large body
+// reads bypass the read buffer anyway (they go straight into the
+// engine's read buffer, which the budget counts).
+func boundConns(c *client.Client, maxUpstream int) {
+	if c.HTTP == nil || c.HTTP.Client == nil {
+		return
+	}
+	tr, ok := c.HTTP.Client.Transport.(*http.Transport)
+	if !ok {
+		return
+	}
+	tr.ReadBufferSize = min(max(tr.ReadBufferSize, 4<<10), connBuffer)
+	tr.WriteBufferSize = min(max(tr.WriteBufferSize, 4<<10), connBuffer)
+	tr.MaxIdleConnsPerHost = min(max(tr.MaxIdleConnsPerHost, 2), maxUpstream)
 }
 
 // goFetch runs a fetch in the background, counted for Close.

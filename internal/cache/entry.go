@@ -198,7 +198,7 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span, claimed func()) 
 	if len(blocks) == 0 {
 		return 0, nil
 	}
-	if err := e.verify(blocks); err != nil {
+	if err := e.verify(ctx, blocks); err != nil {
 		return 0, err
 	}
 	e.mu.Lock()
@@ -256,8 +256,10 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span, claimed func()) 
 // verify checks the blocks loaded from disk (or every block, with
 // VerifyAlways) against their recorded checksums; a block that does not
 // match is dropped, so the fill fetches it again. It is never served.
-func (e *entry) verify(blocks []int) error {
-	var buf []byte
+// The block is read into a buffer of the RAM budget (waiting for it).
+func (e *entry) verify(ctx context.Context, blocks []int) error {
+	var l lease // taken at the first block to check
+	defer l.release()
 	for _, b := range blocks {
 		e.mu.Lock()
 		check := bit(e.rec.Have, b) && (e.c.opts.VerifyAlways || !bit(e.verified, b))
@@ -267,10 +269,13 @@ func (e *entry) verify(blocks []int) error {
 		if !check {
 			continue
 		}
-		if int64(cap(buf)) < n {
-			buf = make([]byte, n)
+		if l.p == nil {
+			var err error
+			if l, err = e.c.bufs.lease(ctx, 1, 0); err != nil {
+				return err
+			}
 		}
-		buf = buf[:n]
+		buf := l.bufs[0][:n]
 		m, err := e.data.ReadAt(buf, int64(b)*e.rec.BlockSize)
 		ok := err == nil || (errors.Is(err, io.EOF) && int64(m) == n)
 		e.mu.Lock()

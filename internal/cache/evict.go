@@ -24,6 +24,7 @@ func (c *Cache) purger() {
 			c.cancel()
 			return
 		case <-t.C:
+			c.bufs.trim()
 		case <-c.kick:
 		}
 		c.purge()

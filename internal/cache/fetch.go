@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 // maxVectorBlocks bounds the blocks one upstream vector read fetches (and
-// so the memory it holds).
+// so the buffers it holds); Cache.vecMax lowers it for a small budget.
 const maxVectorBlocks = 64
 
 // run is a stretch of consecutive blocks.
@@ -35,46 +36,25 @@ func runsOf(blocks []int) []run {
 // fetch gets blocks (registered in inflight by the caller) from upstream
 // and stores them. One stretch of blocks goes in up to Streams parallel
 // range requests; several stretches (a vector read) in multi-range
-// requests of at most maxVectorBlocks blocks.
+// requests of at most vecMax blocks. A prefetch sends its parts one after
+// the other, in block order, never competing with readers for streams.
 func (e *entry) fetch(blocks []int, prefetch bool) {
 	runs := runsOf(sortedInts(blocks))
 	var parts [][]run
-	switch {
-	case prefetch:
-		// Speculative: one request, in block order, never competing with
-		// readers for streams.
-		parts = [][]run{runs}
-	case len(runs) == 1:
+	if len(runs) == 1 && !prefetch {
 		parts = splitRun(runs[0], e.c.opts.Streams, e.rec.BlockSize)
-	default:
-		var cur []run
-		nb := 0
-		for _, r := range runs {
-			if nb+r.n > maxVectorBlocks && len(cur) > 0 {
-				parts = append(parts, cur)
-				cur, nb = nil, 0
-			}
-			cur = append(cur, r)
-			nb += r.n
+	} else {
+		parts = vectorParts(runs, e.c.vecMax)
+	}
+	if prefetch {
+		for _, p := range parts {
+			e.fetchPart(p, true)
 		}
-		parts = append(parts, cur)
+		return
 	}
 	var wg sync.WaitGroup
 	for _, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := e.fetchPart(p, prefetch)
-			if err != nil {
-				var bl []int
-				for _, r := range p {
-					for b := r.first; b < r.first+r.n; b++ {
-						bl = append(bl, b)
-					}
-				}
-				e.finish(bl, err)
-			}
-		}()
+		wg.Go(func() { e.fetchPart(p, false) })
 	}
 	wg.Wait()
 }
@@ -96,89 +76,182 @@ func splitRun(r run, streams int, bs int64) [][]run {
 	return out
 }
 
-// fetchPart fetches the runs of one upstream request and stores them.
-func (e *entry) fetchPart(runs []run, prefetch bool) error {
+// vectorParts groups runs into upstream requests of at most maxBlocks
+// blocks (the buffers of a vector read); a run that long or longer is a
+// request of its own, streamed without buffers. Parts keep block order.
+func vectorParts(runs []run, maxBlocks int) [][]run {
+	var parts [][]run
+	var cur []run
+	nb := 0
+	flush := func() {
+		if len(cur) > 0 {
+			parts = append(parts, cur)
+			cur, nb = nil, 0
+		}
+	}
+	for _, r := range runs {
+		if r.n >= maxBlocks {
+			flush()
+			parts = append(parts, []run{r})
+			continue
+		}
+		if nb+r.n > maxBlocks {
+			flush()
+		}
+		cur = append(cur, r)
+		nb += r.n
+	}
+	flush()
+	return parts
+}
+
+// fetchPart fetches the runs of one upstream request and stores them; the
+// blocks it could not store are finished with the error, so their waiters
+// wake.
+func (e *entry) fetchPart(runs []run, prefetch bool) {
+	var left []int // blocks not stored yet
+	for _, r := range runs {
+		for b := r.first; b < r.first+r.n; b++ {
+			left = append(left, b)
+		}
+	}
+	stored, err := e.fetchRuns(runs, left, prefetch)
+	if err != nil {
+		e.finish(left[stored:], err)
+	}
+}
+
+// fetchRuns does fetchPart's work: blocks lists the runs' blocks in
+// order; it returns how many of them were stored (in that order).
+func (e *entry) fetchRuns(runs []run, blocks []int, prefetch bool) (stored int, err error) {
 	ctx := e.c.ctx()
 	up, err := e.upstream(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// A file's own slots first: one stalled file cannot hold every
 	// upstream slot of the cache.
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
-		return upstreamErr(e.path, ctx.Err())
+		return 0, upstreamErr(e.path, ctx.Err())
 	}
 	defer func() { <-e.sem }()
 	if err := e.c.acquire(ctx); err != nil {
-		return upstreamErr(e.path, err)
+		return 0, upstreamErr(e.path, err)
 	}
 	defer e.c.release()
+	// Then memory: a single run is streamed to the disk through the
+	// client engine's read buffer; a vector read needs a buffer per
+	// block. Either waits for the budget.
+	stream := len(runs) == 1
+	nbuf, extra := len(blocks), int64(0)
+	if stream {
+		nbuf, extra = 0, streamCost
+	}
+	l, err := e.c.bufs.lease(ctx, nbuf, extra)
+	if err != nil {
+		return 0, upstreamErr(e.path, err)
+	}
+	defer l.release()
+
 	bs := e.rec.BlockSize
-	want := make([]client.Range, len(runs))
-	bufs := make([][]byte, len(runs))
-	for i, r := range runs {
+	start := time.Now()
+	if stream {
+		r := runs[0]
 		off := int64(r.first) * bs
 		n := min(int64(r.n)*bs, e.rec.Size-off)
-		want[i] = client.Range{Off: off, Len: n}
-		bufs[i] = make([]byte, n)
-	}
-	start := time.Now()
-	stored := 0 // blocks of a single run stored as they completed
-	if len(runs) == 1 {
-		// Each block is stored (and its waiters woken) as soon as its
-		// last byte arrives, not when the whole run has.
-		r, buf := runs[0], bufs[0]
-		err = up.ReadAtFunc(ctx, want[0].Off, want[0].Len, func(p []byte, at int64) error {
-			rel := at - want[0].Off
-			copy(buf[rel:], p)
-			for end := rel + int64(len(p)); stored < r.n; stored++ {
-				hi := min(int64(stored+1)*bs, int64(len(buf)))
-				if hi > end {
-					break
-				}
-				if err := e.store(r.first+stored, buf[int64(stored)*bs:hi], prefetch); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		w := &blockWriter{e: e, next: r.first, at: off, prefetch: prefetch}
+		err = up.ReadAtFunc(ctx, off, n, w.write)
+		stored = w.next - r.first
+		if err == nil && stored < r.n {
+			err = fmt.Errorf("%d of %d bytes: %w", w.at-off, n, io.ErrUnexpectedEOF)
+		}
 	} else {
-		err = up.ReadV(ctx, want, bufs)
+		want := make([]client.Range, len(blocks))
+		dst := make([][]byte, len(blocks))
+		for i, b := range blocks {
+			k := e.blockLen(b)
+			want[i] = client.Range{Off: int64(b) * bs, Len: k}
+			dst[i] = l.bufs[i][:k]
+		}
+		err = up.ReadV(ctx, want, dst)
+		for ; err == nil && stored < len(blocks); stored++ {
+			err = e.store(blocks[stored], dst[stored], prefetch)
+		}
 	}
 	e.c.met.upstreamLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
+		var de *diskError
+		if errors.As(err, &de) {
+			return stored, de.err
+		}
 		if errors.Is(err, client.ErrSourceChanged) {
 			// The upstream holds another version now: what we have is
 			// stale. The next open revalidates and starts afresh.
 			e.invalidate()
 		}
-		return upstreamErr(e.path, err)
+		return stored, upstreamErr(e.path, err)
 	}
-	if len(runs) == 1 {
-		return nil // stored on the way
+	return stored, nil
+}
+
+// diskError is a failure to write the cache's disk (not the upstream's).
+type diskError struct{ err error }
+
+func (d *diskError) Error() string { return d.err.Error() }
+func (d *diskError) Unwrap() error { return d.err }
+
+// blockWriter writes a run's bytes to the data file as they arrive (in
+// order, as ReadAtFunc delivers them, resuming where a failed try
+// stopped) and completes each block — checksum recorded, waiters woken —
+// with its last byte. A block is not marked present before that, so the
+// partial bytes of a failed fetch are never served.
+type blockWriter struct {
+	e        *entry
+	next     int    // the block being written
+	at       int64  // the next byte expected
+	crc      uint32 // of next's bytes so far
+	prefetch bool
+}
+
+func (w *blockWriter) write(p []byte, at int64) error {
+	e := w.e
+	if at != w.at {
+		return fmt.Errorf("cache: upstream bytes at %d, expected %d", at, w.at)
 	}
-	for i, r := range runs {
-		for j := range r.n {
-			b := r.first + j
-			lo := int64(j) * bs
-			hi := min(lo+bs, int64(len(bufs[i])))
-			if err := e.store(b, bufs[i][lo:hi], prefetch); err != nil {
-				return err
-			}
+	bs := e.rec.BlockSize
+	for len(p) > 0 {
+		end := min(int64(w.next+1)*bs, e.rec.Size)
+		k := min(int64(len(p)), end-w.at)
+		if _, err := e.data.WriteAt(p[:k], w.at); err != nil {
+			return &diskError{fmt.Errorf("cache disk: writing %s: %w", e.path, err)}
+		}
+		w.crc = crc32.Update(w.crc, castagnoli, p[:k])
+		w.at += k
+		p = p[k:]
+		if w.at == end {
+			e.complete(w.next, w.crc, end-int64(w.next)*bs, w.prefetch)
+			w.next++
+			w.crc = 0
 		}
 	}
 	return nil
 }
 
-// store writes one fetched block, records it, and wakes its waiters.
+// store writes one fetched block and completes it.
 func (e *entry) store(b int, p []byte, prefetch bool) error {
 	if _, err := e.data.WriteAt(p, int64(b)*e.rec.BlockSize); err != nil {
-		return fmt.Errorf("cache disk: writing %s: %w", e.path, err)
+		return &diskError{fmt.Errorf("cache disk: writing %s: %w", e.path, err)}
 	}
-	e.c.met.upstreamBytes.Add(float64(len(p)))
-	sum := crc32.Checksum(p, castagnoli)
+	e.complete(b, crc32.Checksum(p, castagnoli), int64(len(p)), prefetch)
+	return nil
+}
+
+// complete records block b (n bytes, written to the data file, checksum
+// sum) and wakes its waiters.
+func (e *entry) complete(b int, sum uint32, n int64, prefetch bool) {
+	e.c.met.upstreamBytes.Add(float64(n))
 	e.mu.Lock()
 	added := !bit(e.rec.Have, b)
 	if !e.gone {
@@ -198,9 +271,8 @@ func (e *entry) store(b int, p []byte, prefetch bool) error {
 	}
 	e.mu.Unlock()
 	if added {
-		e.c.addUsed(int64(len(p)))
+		e.c.addUsed(n)
 	}
-	return nil
 }
 
 // upstream returns the entry's upstream handle, opening it if needed.

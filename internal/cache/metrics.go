@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -48,6 +50,22 @@ func newMetrics(reg prometheus.Registerer, c *Cache) *metrics {
 			func() float64 { return float64(c.Stats().UsedBytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_files", Help: "Files in the cache."},
 			func() float64 { return float64(c.Stats().Files) }),
+	)
+	// The memory budget (cache.ram): read from its atomics, no lock.
+	b, p := c.bufs.b, c.bufs
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_ram_bytes", Help: "The memory budget of fetches in flight (cache.ram)."},
+			func() float64 { return float64(b.total) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_ram_in_use_bytes", Help: "Bytes of the memory budget held by fetches now."},
+			func() float64 { return float64(b.inUse.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_ram_high_water_bytes", Help: "The most bytes of the memory budget held at once since the start."},
+			func() float64 { return float64(b.high.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_ram_buffer_bytes", Help: "Bytes of block buffers allocated (lent or idle)."},
+			func() float64 { return float64(p.alive.Load() * int64(p.size)) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wanda_cache_ram_waits_total", Help: "Fetches that waited for the memory budget."},
+			func() float64 { return float64(b.waits.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wanda_cache_ram_wait_seconds_total", Help: "Time fetches spent waiting for the memory budget."},
+			func() float64 { return time.Duration(b.waitNanos.Load()).Seconds() }),
 	)
 	return m
 }

@@ -31,6 +31,8 @@ type Stats struct {
 	CorruptBlocks float64 `json:"corrupt_blocks"`
 	StaleServed   float64 `json:"stale_served"`
 	PrefetchUsed  float64 `json:"prefetch_used_blocks"`
+	// RAM is the memory budget of fetches in flight (cache.ram).
+	RAM RAMStats `json:"ram"`
 }
 
 func value(c prometheus.Counter) float64 {
@@ -67,6 +69,7 @@ func (c *Cache) Stats() Stats {
 	s.EvictedFiles, s.EvictedBytes = value(m.evictedFiles), value(m.evictedBytes)
 	s.Invalidated, s.CorruptBlocks = value(m.invalidated), value(m.corrupt)
 	s.StaleServed, s.PrefetchUsed = value(m.stale), value(m.prefetchUsed)
+	s.RAM = c.bufs.stats()
 	return s
 }
 

@@ -17,11 +17,11 @@ import (
 
 func newCacheCmd() *cobra.Command {
 	var (
-		cfgFile, listen, upstream, dir, maxSize, blockSize, logLevel, logFormat, writes, verify string
-		upToken                                                                                 string
-		prefetch, streams                                                                       int
-		ff                                                                                      fedFlags
-		af                                                                                      authFlags
+		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify string
+		upToken                                                                                      string
+		prefetch, streams                                                                            int
+		ff                                                                                           fedFlags
+		af                                                                                           authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -61,6 +61,7 @@ block and LRU purging between watermarks (docs/cache.md).
 				set("upstream-token", func() error { k.UpstreamTokenFile = upToken; return nil }),
 				set("max-size", func() error { return k.MaxSize.UnmarshalText([]byte(maxSize)) }),
 				set("block-size", func() error { return k.BlockSize.UnmarshalText([]byte(blockSize)) }),
+				set("ram", func() error { return k.RAM.UnmarshalText([]byte(ram)) }),
 				set("prefetch", func() error { k.Prefetch = prefetch; return nil }),
 				set("streams", func() error { k.Streams = streams; return nil }),
 				set("writes", func() error { k.Writes = writes; return nil }),
@@ -104,6 +105,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&upToken, "upstream-token", "", "bearer token file the cache reads its upstream with (re-read when it changes)")
 	f.StringVar(&maxSize, "max-size", "10GiB", "most bytes cached")
 	f.StringVar(&blockSize, "block-size", "1MiB", "caching block size (a power of two, 4KiB-64MiB)")
+	f.StringVar(&ram, "ram", "256MiB", "memory budget of upstream fetches in flight (like XCache's pfc.ram); a fetch over it waits")
 	f.IntVar(&prefetch, "prefetch", config.DefaultCache().Prefetch, "blocks fetched ahead of a sequential reader")
 	f.IntVar(&streams, "streams", config.DefaultCache().Streams, "parallel upstream requests for one large read")
 	f.StringVar(&writes, "writes", "refuse", "refuse or passthrough")
@@ -145,6 +147,7 @@ func newCacheStatsCmd() *cobra.Command {
 			row("bytes", fmt.Sprintf("%s from disk, %s from upstream (byte hit ratio %.1f%%)", fmtBytes(int64(s.DiskBytes)), fmtBytes(int64(s.UpstreamBytes)), 100*s.ByteHitRatio))
 			row("fetched", fmtBytes(int64(s.FetchedBytes)))
 			row("prefetch", fmt.Sprintf("%.0f blocks used", s.PrefetchUsed))
+			row("ram", fmt.Sprintf("%s in use of %s (at most %s), %s of buffers, %d waits (%.1f s)", fmtBytes(s.RAM.InUse), fmtBytes(s.RAM.Bytes), fmtBytes(s.RAM.HighWater), fmtBytes(s.RAM.Buffers), s.RAM.Waits, s.RAM.WaitSeconds))
 			row("evicted", fmt.Sprintf("%.0f files, %s", s.EvictedFiles, fmtBytes(int64(s.EvictedBytes))))
 			row("invalidated", fmt.Sprintf("%.0f files (changed upstream)", s.Invalidated))
 			row("corrupt blocks", fmt.Sprintf("%.0f (fetched again)", s.CorruptBlocks))

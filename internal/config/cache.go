@@ -69,6 +69,10 @@ type Cache struct {
 	ListTTL time.Duration `yaml:"list_ttl"`
 	// Writes is "refuse" (403) or "passthrough" (sent to the upstream).
 	Writes string `yaml:"writes"`
+	// RAM is the memory budget of the bytes upstream fetches hold at once
+	// (like XCache's pfc.ram): a fetch that would exceed it waits for
+	// another to finish. At least 4 blocks and 2 MiB.
+	RAM Size `yaml:"ram"`
 	// StallTimeout abandons an upstream request that moved no byte for
 	// this long.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
@@ -91,6 +95,7 @@ func DefaultCache() Cache {
 		Prefetch:        8,
 		Streams:         4,
 		MaxUpstream:     64,
+		RAM:             256 << 20,
 		HighWatermark:   0.95,
 		LowWatermark:    0.90,
 		MinFreeDisk:     0.05,
@@ -131,6 +136,9 @@ func (c Config) ValidateCache() error {
 	}
 	if k.Streams < 1 || k.Streams > 64 {
 		errs = append(errs, errors.New("cache.streams: want 1 to 64"))
+	}
+	if k.RAM < max(4*k.BlockSize, 2<<20) {
+		errs = append(errs, fmt.Errorf("cache.ram: %d: want at least 4 blocks and 2MiB", k.RAM))
 	}
 	if k.MaxUpstream < 1 {
 		errs = append(errs, errors.New("cache.max_upstream: want at least 1"))

@@ -329,3 +329,25 @@ func wantErrs(t *testing.T, err error, want []string) {
 		}
 	}
 }
+
+func TestValidateCacheRAM(t *testing.T) {
+	good := func() Config {
+		c := Default()
+		c.Cache.Upstream, c.Cache.Dir = "http://origin:1094", "/cache"
+		return c
+	}
+	if c := good(); c.Cache.RAM != 256<<20 || c.ValidateCache() != nil {
+		t.Fatalf("default cache.ram %d: %v", c.Cache.RAM, c.ValidateCache())
+	}
+	c := good()
+	if err := DecodeStrict([]byte("cache:\n  ram: 32MiB\n"), &c); err != nil || c.Cache.RAM != 32<<20 || c.ValidateCache() != nil {
+		t.Fatalf("ram: 32MiB: %d, %v, %v", c.Cache.RAM, err, c.ValidateCache())
+	}
+	for _, tc := range []struct{ ram, block Size }{{1 << 20, 64 << 10}, {4<<20 - 1, 1 << 20}, {0, 1 << 20}} {
+		c := good()
+		c.Cache.RAM, c.Cache.BlockSize = tc.ram, tc.block
+		if err := c.ValidateCache(); err == nil || !strings.Contains(err.Error(), "cache.ram") {
+			t.Errorf("ram %d with %d blocks: %v, want a cache.ram error", tc.ram, tc.block, err)
+		}
+	}
+}
