@@ -676,8 +676,16 @@ func mapErr(op, name string, err error) error {
 		sentinel = storage.ErrPermission
 	case isEscape(err):
 		sentinel = storage.ErrEscapes
-	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, fs.ErrInvalid):
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%s %q: %w: %w: %w", op, name, storage.ErrBadPath, storage.ErrNameTooLong, err)
+	case errors.Is(err, syscall.ELOOP), errors.Is(err, fs.ErrInvalid):
 		sentinel = storage.ErrBadPath
+	case errors.Is(err, syscall.ENOSPC):
+		sentinel = storage.ErrNoSpace
+	case errors.Is(err, syscall.EDQUOT):
+		sentinel = storage.ErrOverQuota
+	case errors.Is(err, syscall.EFBIG):
+		sentinel = storage.ErrTooLarge
 	default:
 		return fmt.Errorf("%s %q: %w", op, name, err)
 	}
