@@ -179,3 +179,34 @@ print(" ".join(str(c) for c in codes))
 		t.Errorf("update over root://: write and close codes %q, want kXR_NoSpace (3009) and a failed close", r.Stdout)
 	}
 }
+
+// A file system remounted read-only under a writable export: an upload
+// is refused with 403 over HTTP and kXR_fsReadOnly over root://, and the
+// file there is intact.
+func TestReadOnlyFilesystem(t *testing.T) {
+	requireTool(t, "curl")
+	requireTool(t, "xrdcp")
+	disk := smallDisk(t, 1<<20)
+	prev := randomBytes(10<<10, 14)
+	if err := os.WriteFile(filepath.Join(disk, "f.bin"), prev, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.Start(t, config.Export{Prefix: "/ro", Path: disk})
+	if err := unix.Mount("", disk, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		missing(t, "mount -o remount,ro: "+err.Error())
+	}
+	defer func() { _ = unix.Mount("", disk, "", unix.MS_REMOUNT, "") }()
+	local := t.TempDir()
+	up := filepath.Join(local, "up.bin")
+	if err := os.WriteFile(up, randomBytes(64<<10, 15), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := curl(t, "-sS", "-T", up, srv.URL+"/ro/f.bin"); r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), "read-only") {
+		t.Errorf("curl -T onto a read-only file system: %d %q, want 403", r.Status, r.Body)
+	}
+	r := run(t, local, "xrdcp", "-f", up, rootURL(srv.URL)+"/ro/new.bin")
+	if r.Err == nil || !strings.Contains(string(r.Stderr), "[3025]") {
+		t.Errorf("xrdcp onto a read-only file system: %v; want kXR_fsReadOnly [3025] in\n%s", r.Err, r.Stderr)
+	}
+	sameBytes(t, "f.bin", readFile(t, filepath.Join(disk, "f.bin")), prev)
+}
