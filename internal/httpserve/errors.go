@@ -75,9 +75,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, storage.Brief(err, storage.ErrTooLarge)
 	case errors.Is(err, storage.ErrBadPath):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, storage.ErrReadOnly):
-		return http.StatusForbidden, storage.Brief(err, storage.ErrReadOnly)
-	case errors.Is(err, storage.ErrPermission):
+	case errors.Is(err, storage.ErrPermission), errors.Is(err, storage.ErrReadOnly):
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, storage.ErrExist), errors.Is(err, storage.ErrIsDir),
 		errors.Is(err, storage.ErrNotEmpty):

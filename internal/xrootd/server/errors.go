@@ -63,7 +63,7 @@ func codeOf(err error) (xrootd.ErrorCode, string) {
 	case errors.Is(err, storage.ErrPermission):
 		return xrootd.CodeNotAuthorized, err.Error()
 	case errors.Is(err, storage.ErrReadOnly):
-		return xrootd.CodeFSReadOnly, storage.Brief(err, storage.ErrReadOnly)
+		return xrootd.CodeFSReadOnly, err.Error()
 	case errors.Is(err, storage.ErrIsDir):
 		return xrootd.CodeIsDirectory, err.Error()
 	case errors.Is(err, storage.ErrExist), errors.Is(err, storage.ErrNotEmpty):
