@@ -160,8 +160,14 @@ func putPreconditions(ctx context.Context, be storage.Backend, t target, noRepla
 }
 
 // createErr turns a failed Create into the answer for an upload: a missing
-// or non-directory parent is a 409, as for MKCOL.
+// or non-directory parent is a 409, as for MKCOL; a target that appeared
+// since the preconditions were checked, under an upload that may not
+// replace it, a 412 as if it had been there (another create-only upload
+// won the race).
 func createErr(t target, err error) error {
+	if errors.Is(err, storage.ErrExist) {
+		return t.existsErr(true)
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return Errorf(http.StatusConflict, "%s: parent directory does not exist (and make_parents is off)", t.URLPath())
 	}
