@@ -50,6 +50,7 @@ type Server struct {
 	software string
 	xrd      *xrdserver.Server // root:// on the same port; nil when off
 	policy   *sitePolicy
+	sweeper  *sweeper // nil when server.orphan_sweep is off
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -62,11 +63,14 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	var exports []storage.Export
 	var rules []auth.ExportRule
 	var locals []fed.LocalExport
+	var sweeps []sweepTarget
 	for _, e := range cfg.Server.Exports {
 		var store checksum.Store = &checksum.MemoryStore{}
+		var sidecar *checksum.SidecarStore
 		if cfg.Server.Checksums.SidecarDir != "" {
 			// Keyed by prefix, not position: reordering exports keeps caches.
-			store = &checksum.SidecarStore{Dir: filepath.Join(cfg.Server.Checksums.SidecarDir, url.PathEscape(e.Prefix))}
+			sidecar = &checksum.SidecarStore{Dir: filepath.Join(cfg.Server.Checksums.SidecarDir, url.PathEscape(e.Prefix))}
+			store = sidecar
 		}
 		be, err := posix.New(e.Path, posix.Options{
 			Checksums: &checksum.XattrStore{Fallback: store},
@@ -77,6 +81,10 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 			return nil, fmt.Errorf("export %s: %w", e.Prefix, err)
 		}
 		s.backends = append(s.backends, be)
+		if !e.ReadOnly {
+			// What a read-only export holds is another writer's to sweep.
+			sweeps = append(sweeps, sweepTarget{prefix: e.Prefix, backend: be, sidecar: sidecar})
+		}
 		exports = append(exports, storage.Export{Prefix: e.Prefix, Backend: be})
 		rules = append(rules, auth.ExportRule{Prefix: "/" + strings.Trim(e.Prefix, "/"), ReadOnly: e.ReadOnly})
 		locals = append(locals, fed.LocalExport{Prefix: e.Prefix, Dir: e.Path, ReadOnly: e.ReadOnly, Backend: be})
@@ -99,6 +107,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	m := metrics.NewHTTP(reg, "server")
 	s.metrics = m
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.Server.OrphanSweep.Enabled {
+		s.sweeper = &sweeper{cfg: cfg.Server.OrphanSweep, targets: sweeps, m: metrics.NewOrphans(reg, "server"), log: log.With("component", "sweep")}
+	}
 	// One buffer budget for both front-ends (docs/operations.md).
 	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
 	metrics.RegisterBuffers(reg, "server", bufs)
@@ -167,6 +178,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, s.http.TLSConfig)
 	}
 	s.log.Info("serving", "url", u, "exports", len(s.backends))
+	if s.sweeper != nil {
+		// In the background: a large export must not delay serving.
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.sweeper.run(sctx); close(done) }()
+		defer func() { stop(); <-done }()
+	}
 	if len(s.fedCfg.Join) > 0 {
 		s.joiner = fed.StartJoiner(fed.JoinOptions{
 			Parents: s.fedCfg.Join, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,

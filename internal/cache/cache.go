@@ -181,6 +181,9 @@ func (c *Cache) load() error {
 		case strings.HasSuffix(p, ".json.tmp"):
 			os.Remove(p) // a save that did not finish
 			return nil
+		case filepath.Dir(p) == filepath.Join(c.opts.Dir, "uploads"):
+			os.Remove(p) // an upload a killed process was staging (meta.go)
+			return nil
 		case !strings.HasSuffix(p, ".json"):
 			return nil
 		}

@@ -216,6 +216,15 @@ func TestLoadDropsBadRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	add(rp + ".tmp")
+	// An upload a killed cache was passing through.
+	staged := filepath.Join(dir, "uploads", "up-123")
+	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, []byte("partial upload"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	add(staged)
 
 	cl := client.New()
 	cl.Policy = client.Policy{Attempts: 1}

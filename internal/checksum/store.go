@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,7 +191,7 @@ func (s *SidecarStore) Put(_ *os.File, name, alg string, stamp FileStamp, sum []
 		return err
 	}
 	b, _ := json.Marshal(sidecarRecord{stamp, hex.EncodeToString(sum)})
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(p), sidecarTemp+"*")
 	if err != nil {
 		return err
 	}
@@ -202,6 +204,46 @@ func (s *SidecarStore) Put(_ *os.File, name, alg string, stamp FileStamp, sum []
 		return err
 	}
 	return os.Rename(tmp.Name(), p)
+}
+
+// sidecarTemp starts the names of Put's temp files.
+const sidecarTemp = ".tmp-"
+
+// RemoveStaleTemps removes the temp files of Puts that a killed process
+// left behind: those not modified for olderThan (a Put holds its temp
+// file for the time of one small write, so any age well above that is
+// safe). It returns how many files and bytes went, and the first error
+// met (the walk goes on past errors).
+func (s *SidecarStore) RemoveStaleTemps(olderThan time.Duration) (n int, bytes int64, err error) {
+	var first error
+	walkErr := filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if first == nil && !errors.Is(err, fs.ErrNotExist) {
+				first = err
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), sidecarTemp) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || time.Since(fi.ModTime()) < olderThan {
+			return nil
+		}
+		if err := os.Remove(p); err != nil {
+			if first == nil && !errors.Is(err, fs.ErrNotExist) {
+				first = err
+			}
+			return nil
+		}
+		n++
+		bytes += fi.Size()
+		return nil
+	})
+	if first == nil {
+		first = walkErr
+	}
+	return n, bytes, first
 }
 
 // MemoryStore keeps records in memory, at most Max of them (oldest dropped

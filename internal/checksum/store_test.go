@@ -3,6 +3,7 @@ package checksum
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -271,5 +272,47 @@ func TestXattrStoreStale(t *testing.T) {
 	fi, _ := f.Stat()
 	if _, ok := s.Get(f, "f", MD5, Stamp(fi)); ok {
 		t.Error("record survived an mtime change")
+	}
+}
+
+// TestSidecarStaleTemps: temp files of Puts a killed process left go once
+// old enough; records and fresh temp files stay; a missing directory is
+// no error.
+func TestSidecarStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	s := &SidecarStore{Dir: dir}
+	st := FileStamp{Size: 1}
+	if err := s.Put(nil, "a", Adler32, st, []byte{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "ab", ".tmp-123")
+	fresh := filepath.Join(dir, "cd", ".tmp-456")
+	for _, p := range []string{old, fresh} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("{partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	n, size, err := s.RemoveStaleTemps(time.Hour)
+	if err != nil || n != 1 || size != 8 {
+		t.Fatalf("RemoveStaleTemps = %d, %d, %v; want 1 file, 8 bytes", n, size, err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("old temp: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temp: %v", err)
+	}
+	if _, ok := s.Get(nil, "a", Adler32, st); !ok {
+		t.Error("the record went too")
+	}
+	if n, _, err := (&SidecarStore{Dir: filepath.Join(dir, "none")}).RemoveStaleTemps(0); n != 0 || err != nil {
+		t.Errorf("on a missing directory: %d, %v", n, err)
 	}
 }

@@ -48,6 +48,25 @@ type Server struct {
 	// cannot use sendfile): requests wait for room rather than allocate
 	// past it (docs/operations.md).
 	BufferMemory Size `yaml:"buffer_memory"`
+	// OrphanSweep removes the temp files of uploads a killed process left
+	// behind in the exports (docs/operations.md).
+	OrphanSweep OrphanSweep `yaml:"orphan_sweep"`
+}
+
+// OrphanSweep configures the sweep of orphaned upload temp files
+// (".wanda-upload.*" in the exports, temp files in checksums.sidecar_dir).
+type OrphanSweep struct {
+	// Enabled sweeps at start and every Interval.
+	Enabled bool `yaml:"enabled"`
+	// Interval between sweeps; 0 sweeps only at start.
+	Interval time.Duration `yaml:"interval"`
+	// MinAge: a temp file changed more recently is kept even when no
+	// live upload holds it (protects writers that take no lock).
+	MinAge time.Duration `yaml:"min_age"`
+	// UnlockedAge: on file systems without flock (Lustre without -o
+	// flock, NFS without a lock manager) age alone decides: temp files
+	// unchanged this long are removed. It must outlast any live upload.
+	UnlockedAge time.Duration `yaml:"unlocked_age"`
 }
 
 // XRootD configures the root:// front-end.
@@ -135,6 +154,9 @@ func Default() Config {
 			Federation:      Federation{Heartbeat: 5 * time.Second},
 			XRootD:          XRootD{Enabled: true},
 			BufferMemory:    64 << 20,
+			OrphanSweep: OrphanSweep{
+				Enabled: true, Interval: 5 * time.Minute, MinAge: 10 * time.Minute, UnlockedAge: 24 * time.Hour,
+			},
 		},
 		Redirector: DefaultRedirector(),
 		Cache:      DefaultCache(),
@@ -207,6 +229,7 @@ func (c Config) Validate() error {
 	if s.HTTP.ParallelPutIdleTimeout < time.Second {
 		errs = append(errs, errors.New("server.http.parallel_put_idle_timeout: must be at least 1s"))
 	}
+	errs = append(errs, s.OrphanSweep.validate(s.HTTP.ParallelPutIdleTimeout)...)
 	for i, a := range s.Checksums.OnWrite {
 		if !knownAlg(a) {
 			errs = append(errs, fmt.Errorf("server.checksums.on_write[%d]: unknown algorithm %q (adler32, crc32c, md5, sha256)", i, a))
@@ -216,6 +239,24 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Log.validate()...)
 	return errors.Join(errs...)
+}
+
+func (o OrphanSweep) validate(partIdle time.Duration) []error {
+	if !o.Enabled {
+		return nil
+	}
+	var errs []error
+	if o.Interval < 0 || (o.Interval > 0 && o.Interval < time.Second) {
+		errs = append(errs, fmt.Errorf("server.orphan_sweep.interval: %v: must be 0 (only at start) or at least 1s", o.Interval))
+	}
+	if o.MinAge < 0 {
+		errs = append(errs, fmt.Errorf("server.orphan_sweep.min_age: %v: must not be negative", o.MinAge))
+	}
+	if o.UnlockedAge < partIdle || o.UnlockedAge < o.MinAge {
+		errs = append(errs, fmt.Errorf("server.orphan_sweep.unlocked_age: %v: must be at least server.http.parallel_put_idle_timeout (%v) and min_age (%v), or live uploads on file systems without locks could lose their temp files",
+			o.UnlockedAge, partIdle, o.MinAge))
+	}
+	return errs
 }
 
 func (l Log) validate() []error {

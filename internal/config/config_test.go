@@ -205,6 +205,10 @@ func TestValidate(t *testing.T) {
 		{"max ranges", func(c *Config) { c.Server.HTTP.MaxRanges = 0 }, []string{"server.http.max_ranges"}},
 		{"header bytes", func(c *Config) { c.Server.HTTP.MaxHeaderBytes = 1024 }, []string{"server.http.max_header_bytes"}},
 		{"parallel put idle", func(c *Config) { c.Server.HTTP.ParallelPutIdleTimeout = 0 }, []string{"server.http.parallel_put_idle_timeout"}},
+		{"sweep interval", func(c *Config) { c.Server.OrphanSweep.Interval = time.Millisecond }, []string{"server.orphan_sweep.interval", "at least 1s"}},
+		{"sweep negative interval", func(c *Config) { c.Server.OrphanSweep.Interval = -time.Second }, []string{"server.orphan_sweep.interval"}},
+		{"sweep min age", func(c *Config) { c.Server.OrphanSweep.MinAge = -time.Second }, []string{"server.orphan_sweep.min_age"}},
+		{"sweep unlocked age", func(c *Config) { c.Server.OrphanSweep.UnlockedAge = time.Minute }, []string{"server.orphan_sweep.unlocked_age", "parallel_put_idle_timeout (10m0s)"}},
 		{"on_write", func(c *Config) { c.Server.Checksums.OnWrite = []string{"adler32", "sha1"} }, []string{"server.checksums.on_write[1]", "sha1"}},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, []string{"log.level", "verbose"}},
 		{"log level case", func(c *Config) { c.Log.Level = "INFO" }, []string{"log.level"}},
@@ -226,8 +230,13 @@ func TestValidate(t *testing.T) {
 	c.Server.TLS = TLS{Cert: "c", Key: "k"}
 	c.Server.Checksums.OnWrite = []string{"ADLER32", "crc32c", "md5", "sha256"}
 	c.Server.Exports = append(c.Server.Exports, Export{Prefix: "/", Path: dir}, Export{Prefix: "/a..b/...", Path: dir})
+	c.Server.OrphanSweep = OrphanSweep{Enabled: true, Interval: 0, MinAge: 0, UnlockedAge: 10 * time.Minute}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid variations: %v", err)
+	}
+	c.Server.OrphanSweep = OrphanSweep{Interval: -1} // off: not checked
+	if err := c.Validate(); err != nil {
+		t.Errorf("sweep off: %v", err)
 	}
 	if (TLS{}).Enabled() {
 		t.Error("empty TLS is enabled")
@@ -245,6 +254,9 @@ func TestDefaultDurations(t *testing.T) {
 	}
 	if cfg.Server.ShutdownTimeout != 30*time.Second || cfg.Server.HTTP.IdleTimeout != time.Hour {
 		t.Errorf("durations %v, %v", cfg.Server.ShutdownTimeout, cfg.Server.HTTP.IdleTimeout)
+	}
+	if o := d.Server.OrphanSweep; !o.Enabled || o.Interval != 5*time.Minute || o.MinAge != 10*time.Minute || o.UnlockedAge != 24*time.Hour {
+		t.Errorf("orphan_sweep defaults %+v", o)
 	}
 	if d.Server.HTTP.ParallelPutIdleTimeout != 10*time.Minute {
 		t.Errorf("parallel_put_idle_timeout default %v", d.Server.HTTP.ParallelPutIdleTimeout)

@@ -1,8 +1,8 @@
 // Package fedtest runs a hermetic in-process federation for tests: sites
 // of a site redirector and data servers, optional region redirectors, and
 // an optional global redirector above them, every node the real role
-// (internal/app, built from config.Default()) on its own 127.0.0.1:0
-// listener, joined to its parent by the real membership protocol.
+// (internal/app, built from config.Default()) on its own 127.0.0.1:0 (or
+// [::1]:0) listener, joined to its parent by the real membership protocol.
 //
 // Start returns once every redirector knows its members and every child
 // redirector advertises its exports to its parent. Nodes can be killed
@@ -95,6 +95,9 @@ type Options struct {
 	Redirector func(name string, cfg *config.Config)
 	// Log, if set, receives every node's log as well.
 	Log io.Writer
+	// Host, if set, is the loopback address a node (by name) listens on:
+	// "127.0.0.1" (the default) or "::1", for IPv6 and mixed federations.
+	Host func(name string) string
 }
 
 func (o *Options) defaults() {
@@ -167,8 +170,8 @@ type Node struct {
 	// Name is "global", "region<i>", "site<i>" or "site<i>/server<j>".
 	Name string
 	Kind Kind
-	// URL is http://127.0.0.1:port (also the member ID); Addr is the
-	// host:port.
+	// URL is http://127.0.0.1:port (http://[::1]:port on IPv6; also the
+	// member ID); Addr is the host:port.
 	URL, Addr string
 	// Dir is a server's own directory; Export the local directory of the
 	// logical prefix (Dir/Layout). Empty for redirectors.
@@ -249,11 +252,12 @@ func Start(t testing.TB, o Options) *Fed {
 	return f
 }
 
-// newNode listens on 127.0.0.1:0 for a node (its URL must be known before
-// its configuration is built: its children join it); the node serves on
-// that listener when Start starts it.
+// newNode listens on 127.0.0.1:0 ([::1]:0 when Options.Host says so) for
+// a node (its URL must be known before its configuration is built: its
+// children join it); the node serves on that listener when Start starts
+// it.
 func (f *Fed) newNode(name string, kind Kind, parent *Node) *Node {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host(name), "0"))
 	if err != nil {
 		f.t.Fatalf("fedtest: %s: %v", name, err)
 	}
@@ -262,6 +266,16 @@ func (f *Fed) newNode(name string, kind Kind, parent *Node) *Node {
 		f: f, ln: ln, logs: &testserver.LogBuffer{}, locates: map[string]int64{}}
 	f.nodes = append(f.nodes, n)
 	return n
+}
+
+// host is the loopback address node name listens on.
+func (f *Fed) host(name string) string {
+	if f.Opts.Host != nil {
+		if h := f.Opts.Host(name); h != "" {
+			return h
+		}
+	}
+	return "127.0.0.1"
 }
 
 func (f *Fed) newRedirector(name string, parent *Node, labels map[string]string) *Node {
@@ -342,7 +356,7 @@ func (n *Node) start(ln net.Listener) error {
 		}
 		// The server's own listener serves nobody: clients and redirectors
 		// reach it through the front on its advertised address.
-		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		inner, err := net.Listen("tcp", net.JoinHostPort(n.f.host(n.Name), "0"))
 		if err != nil {
 			cancel()
 			ln.Close()

@@ -66,6 +66,13 @@ func statusOf(err error) (int, string) {
 		// A path through a file ("/f/x") names nothing. Creating verbs
 		// (PUT, MKCOL, MOVE's destination) answer 409 themselves.
 		return http.StatusNotFound, err.Error()
+	case errors.Is(err, storage.ErrNoSpace):
+		// RFC 4918 §11.5: "unable to store the representation".
+		return http.StatusInsufficientStorage, storage.Brief(err, storage.ErrNoSpace)
+	case errors.Is(err, storage.ErrOverQuota):
+		return http.StatusInsufficientStorage, storage.Brief(err, storage.ErrOverQuota)
+	case errors.Is(err, storage.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, storage.Brief(err, storage.ErrTooLarge)
 	case errors.Is(err, storage.ErrBadPath):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, storage.ErrPermission), errors.Is(err, storage.ErrReadOnly):

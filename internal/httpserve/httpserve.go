@@ -86,6 +86,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &recorder{ResponseWriter: w, status: http.StatusOK}
 	}
 	var err error
+	var body *bodyState
+	if r.Method == http.MethodPut {
+		// A shallow copy, as in Middleware: net/http looks at its own
+		// request's Body after the handler returns.
+		body = &bodyState{ReadCloser: r.Body}
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Body = body
+		r = r2
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		err = h.get(w, r)
@@ -107,6 +117,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.writeError(w, r, err)
+		if body != nil && body.midway() {
+			linger(w, body)
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer up.Abort()
 	var dst io.Writer = up
+	body := &bodyReader{r: r.Body}
 	var sums *checksum.Multi
 	if len(digests) > 0 {
 		algs := make([]string, 0, len(digests))
@@ -58,15 +59,20 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 		sums = checksum.NewMulti(algs)
 		dst = io.MultiWriter(up, sums)
 	}
-	n, err := h.copyBody(r.Context(), dst, r.Body)
-	if err != nil {
+	n, err := h.copyBody(r.Context(), dst, body)
+	if err != nil && errors.Is(err, errBodyRead) {
 		// A body that ended early is answered 400 although net/http has
 		// cancelled the context on that read error: a client that
 		// half-closed its side is still listening.
 		if isCancel(r.Context().Err()) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return r.Context().Err()
 		}
-		return Errorf(http.StatusBadRequest, "%s: upload interrupted after %d bytes: %v", t.URLPath(), n, err)
+		return Errorf(http.StatusBadRequest, "%s: upload interrupted after %d bytes: %v", t.URLPath(), n, body.err)
+	}
+	if err != nil {
+		// The storage's: no space (507), over quota (507), too large
+		// (413), I/O error (500)...
+		return fmt.Errorf("%s: storing the upload failed after %d bytes: %w", t.URLPath(), n, err)
 	}
 	if r.ContentLength >= 0 && n != r.ContentLength {
 		return Errorf(http.StatusBadRequest, "%s: got %d of %d bytes", t.URLPath(), n, r.ContentLength)
@@ -89,6 +95,25 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	setVerified(w, verified)
 	return answerStored(w, t, fi, existed)
+}
+
+// errBodyRead marks an error reading the request body (the client's
+// side), told apart from the storage's errors writing it.
+var errBodyRead = errors.New("reading the request body")
+
+// bodyReader marks its errors (not io.EOF) with errBodyRead.
+type bodyReader struct {
+	r   io.Reader
+	err error // the last error, unmarked
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+		err = fmt.Errorf("%w: %w", errBodyRead, err)
+	}
+	return n, err
 }
 
 // setVerified tells the client which of its digests the stored bytes were
@@ -135,8 +160,14 @@ func putPreconditions(ctx context.Context, be storage.Backend, t target, noRepla
 }
 
 // createErr turns a failed Create into the answer for an upload: a missing
-// or non-directory parent is a 409, as for MKCOL.
+// or non-directory parent is a 409, as for MKCOL; a target that appeared
+// since the preconditions were checked, under an upload that may not
+// replace it, a 412 as if it had been there (another create-only upload
+// won the race).
 func createErr(t target, err error) error {
+	if errors.Is(err, storage.ErrExist) {
+		return t.existsErr(true)
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return Errorf(http.StatusConflict, "%s: parent directory does not exist (and make_parents is off)", t.URLPath())
 	}

@@ -168,6 +168,11 @@ func (h *Handler) putPart(w http.ResponseWriter, r *http.Request, t target) erro
 			return r.Context().Err()
 		}
 		return Errorf(http.StatusBadRequest, "%s: part %s interrupted after %d of %d bytes: %v; part not recorded", t.URLPath(), cr, n, length, err)
+	case errors.Is(err, storage.ErrNoSpace), errors.Is(err, storage.ErrOverQuota):
+		// The space the upload holds goes back at once, not at its idle
+		// timeout: the other parts would fail alike.
+		h.parts.discard(s)
+		return fmt.Errorf("%s: part %s: %w; upload discarded", t.URLPath(), cr, err)
 	case err != nil:
 		return err
 	}
@@ -654,6 +659,23 @@ func (m *partSessions) expire(s *session) {
 		return
 	}
 	log.Info("parallel upload expired")
+}
+
+// discard ends s unless it is committing, removing its temp file.
+func (m *partSessions) discard(s *session) {
+	s.mu.Lock()
+	if s.committing || !s.end() {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	err := s.up.Abort()
+	s.rw.Unlock()
+	m.forget(s)
+	if err != nil {
+		path, id, _ := strings.Cut(s.key, "\x00")
+		m.log.Warn("parallel upload discarded; removing its temp file failed", "path", "/"+path, "id", id, "err", err)
+	}
 }
 
 // goneErr answers a part whose session ended under it: 503 while shutting

@@ -35,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		// Started by startChild: this process is `wanda ARGS...`.
+		os.Exit(runChild())
+	}
 	var err error
 	tmpRoot, err = os.MkdirTemp("", "wanda-interop-")
 	if err != nil {
@@ -188,7 +192,7 @@ func cleanEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	return append(env, "NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1")
 }
 
 // readFile reads a file of the test's data or fails.

@@ -18,7 +18,7 @@ func CleanPath(p string) (string, error) {
 		return "", fmt.Errorf("%w: backslash", ErrBadPath)
 	}
 	if len(p) > 4096 {
-		return "", fmt.Errorf("%w: longer than 4096 bytes", ErrBadPath)
+		return "", fmt.Errorf("%w: %w: path longer than 4096 bytes", ErrBadPath, ErrNameTooLong)
 	}
 	segs := strings.Split(p, "/")
 	out := segs[:0]
@@ -30,7 +30,7 @@ func CleanPath(p string) (string, error) {
 			return "", fmt.Errorf("%w: %q has a \"..\" segment", ErrEscapes, p)
 		}
 		if len(s) > 255 {
-			return "", fmt.Errorf("%w: name longer than 255 bytes", ErrBadPath)
+			return "", fmt.Errorf("%w: %w: longer than 255 bytes", ErrBadPath, ErrNameTooLong)
 		}
 		out = append(out, s)
 	}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,16 @@ var (
 	ErrReadOnly    = errors.New("read-only export")
 	ErrUnsupported = errors.New("operation not supported")
 	ErrShortWrite  = errors.New("upload incomplete")
+	// ErrNoSpace and ErrOverQuota: the storage is full (ENOSPC), or the
+	// writer's quota is used up (EDQUOT): HTTP 507, kXR_NoSpace and
+	// kXR_overQuota. ErrTooLarge: bigger than the storage holds in one
+	// file (EFBIG): HTTP 413.
+	ErrNoSpace   = errors.New("no space left on the storage")
+	ErrOverQuota = errors.New("storage quota exceeded")
+	ErrTooLarge  = errors.New("file too large for the storage")
+	// ErrNameTooLong: a name longer than the storage allows
+	// (ENAMETOOLONG); it always comes with ErrBadPath.
+	ErrNameTooLong = errors.New("name too long")
 	// ErrBusy: another client is changing the file (an Update in
 	// progress); ErrConflict: the file changed underneath an Update, whose
 	// changes are therefore not stored.
@@ -45,6 +56,18 @@ var (
 	ErrUpstream        = errors.New("upstream failed")
 	ErrUpstreamTimeout = errors.New("upstream timed out")
 )
+
+// Brief is err's text up to the end of sentinel's, which it wraps: the
+// operation and the logical name, without the operating system's error
+// that follows, which can name the local path of the file. Front-ends
+// show it to clients.
+func Brief(err, sentinel error) string {
+	msg, s := err.Error(), sentinel.Error()
+	if i := strings.Index(msg, s); i >= 0 {
+		return msg[:i+len(s)]
+	}
+	return s
+}
 
 // FileInfo describes a file or directory. Name is the base name; Path the
 // logical path relative to the backend's root ("" for the root itself).

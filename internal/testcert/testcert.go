@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Pair is a certificate for 127.0.0.1 and localhost, valid for an hour
+// Pair is a certificate for 127.0.0.1, ::1 and localhost, valid for an hour
 // around now, that is its own CA.
 type Pair struct {
 	Cert            tls.Certificate
@@ -40,7 +40,7 @@ func New(t testing.TB) Pair {
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}, DNSNames: []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

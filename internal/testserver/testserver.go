@@ -32,8 +32,8 @@ const shutdownTimeout = 5 * time.Second
 
 // Server is a running server.
 type Server struct {
-	URL     string // http://127.0.0.1:port, no trailing slash
-	Addr    string // 127.0.0.1:port
+	URL     string // http://127.0.0.1:port (http://[::1]:port), no trailing slash
+	Addr    string // 127.0.0.1:port ([::1]:port)
 	exports []config.Export
 	logs    *LogBuffer
 }
@@ -50,6 +50,9 @@ type Options struct {
 	// built (auth policy, TLS...). With TLS the URL is https:// and the
 	// health check does not verify the certificate.
 	Configure func(*config.Config)
+	// Host is the loopback address to listen on: "127.0.0.1" (the
+	// default) or "::1".
+	Host string
 }
 
 // Start serves exports until the test ends; see StartWith.
@@ -65,8 +68,12 @@ func Start(t testing.TB, exports ...config.Export) *Server {
 // StartWith run before the server stops (closing its clients first).
 func StartWith(t testing.TB, o Options, exports ...config.Export) *Server {
 	t.Helper()
+	host := o.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.Listen = net.JoinHostPort(host, "0")
 	cfg.Server.ShutdownTimeout = shutdownTimeout
 	cfg.Server.Exports = exports
 	if o.Configure != nil {
@@ -82,7 +89,7 @@ func StartWith(t testing.TB, o Options, exports ...config.Export) *Server {
 	if err != nil {
 		t.Fatalf("app.NewServer: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		srv.Close()
 		t.Fatalf("listen: %v", err)

@@ -9,6 +9,13 @@
 // not be replaced, which makes the "no replace" check atomic). Readers that
 // opened the old file keep reading it; nobody ever sees a partial file under
 // the final name.
+//
+// A temp file is held under an flock(2) lease by its owner for as long as
+// its name exists (lease.go), so that Sweep (sweep.go) can tell the temp
+// files a killed process left behind from those of live uploads, in this
+// process or another one, without guessing from their age: an owner that
+// dies releases its locks with its descriptors. Age is the fallback only
+// where the file system cannot lock.
 package posix
 
 import (
@@ -229,11 +236,11 @@ func (b *Backend) List(_ context.Context, name string) ([]storage.FileInfo, erro
 
 // Create starts an atomic upload to name.
 func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOptions) (storage.Upload, error) {
-	f, tmp, err := b.createTemp(name, opts, os.O_WRONLY)
+	f, tmp, l, err := b.createTemp(name, opts, os.O_WRONLY)
 	if err != nil {
 		return nil, err
 	}
-	u := &upload{b: b, f: f, tmp: tmp, name: name, opts: opts}
+	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts}
 	if len(b.opts.OnWrite) > 0 {
 		u.sums = checksum.NewMulti(b.opts.OnWrite)
 	}
@@ -242,44 +249,98 @@ func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOpti
 
 // createTemp checks that name may be created (and makes its parents when
 // asked), then opens a fresh hidden temp file beside it with mode, which is
-// O_WRONLY or O_RDWR.
-func (b *Backend) createTemp(name string, opts storage.CreateOptions, mode int) (*os.File, string, error) {
+// O_WRONLY or O_RDWR, under a lease (lease.go) that the caller releases
+// once the temp's name is gone.
+func (b *Backend) createTemp(name string, opts storage.CreateOptions, mode int) (*os.File, string, *lease, error) {
 	if name == "" {
-		return nil, "", fmt.Errorf("create: %w", storage.ErrIsDir)
+		return nil, "", nil, fmt.Errorf("create: %w", storage.ErrIsDir)
 	}
 	if err := b.check(name); err != nil {
-		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrPermission)
+		return nil, "", nil, fmt.Errorf("create %q: %w", name, storage.ErrPermission)
 	}
 	if fi, err := b.root.Stat(name); err == nil && fi.IsDir() {
-		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrIsDir)
+		return nil, "", nil, fmt.Errorf("create %q: %w", name, storage.ErrIsDir)
 	} else if err == nil && opts.NoReplace {
-		return nil, "", fmt.Errorf("create %q: %w", name, storage.ErrExist)
+		return nil, "", nil, fmt.Errorf("create %q: %w", name, storage.ErrExist)
 	}
 	dir := storage.Dir(name)
 	if opts.MakeParents && dir != "" {
 		if err := b.root.MkdirAll(dir, b.opts.DirMode); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				// A file is in the way of a parent directory.
-				return nil, "", fmt.Errorf("create %q: parent %w: %w", name, storage.ErrNotDir, err)
+				return nil, "", nil, fmt.Errorf("create %q: parent %w: %w", name, storage.ErrNotDir, err)
 			}
-			return nil, "", mapErr("create", name, err)
+			return nil, "", nil, mapErr("create", name, err)
 		}
 	}
 	if dir != "" {
 		fi, err := b.root.Stat(dir)
 		if err != nil {
-			return nil, "", mapErr("create", name, err)
+			return nil, "", nil, mapErr("create", name, err)
 		}
 		if !fi.IsDir() {
-			return nil, "", fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
+			return nil, "", nil, fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
 		}
 	}
-	tmp := tempName(dir)
-	f, err := b.root.OpenFile(tmp, mode|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
-	if err != nil {
-		return nil, "", mapErr("create", name, err)
+	for range 3 {
+		tmp := tempName(dir)
+		f, err := b.root.OpenFile(tmp, mode|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
+		if err != nil {
+			return nil, "", nil, mapErr("create", name, err)
+		}
+		if testHookCreated != nil {
+			testHookCreated(tmp)
+		}
+		l, err := b.leaseTemp(f, tmp)
+		if errors.Is(err, errSwept) {
+			f.Close()
+			continue // taken by a sweep between open and lock: a new name
+		}
+		if err != nil {
+			f.Close()
+			_ = b.root.Remove(tmp)
+			return nil, "", nil, mapErr("create", name, err)
+		}
+		return f, tmp, l, nil
 	}
-	return f, tmp, nil
+	return nil, "", nil, fmt.Errorf("create %q: temp file removed by a sweep three times running", name)
+}
+
+// testHookCreated, when set by a test, runs between a temp file's creation
+// and its lock.
+var testHookCreated func(tmp string)
+
+// errSwept: a sweep removed a temp file before its owner could lock it.
+var errSwept = errors.New("temp file swept before it was locked")
+
+// leaseTemp locks the temp file f just created as tmp and checks that
+// tmp still names it: a sweep that found it in the instant between its
+// creation and the lock (and removed it) makes errSwept. A nil lease
+// without error: the file system has no locks.
+func (b *Backend) leaseTemp(f *os.File, tmp string) (*lease, error) {
+	l, err := acquireLease(f)
+	if errors.Is(err, errNoLocks) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !b.names(tmp, f) {
+		l.release()
+		return nil, errSwept
+	}
+	return l, nil
+}
+
+// names reports whether name (not followed if a symlink) is the file f
+// has open.
+func (b *Backend) names(name string, f *os.File) bool {
+	have, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := b.root.Lstat(name)
+	return err == nil && os.SameFile(have, now)
 }
 
 // tempName is a fresh hidden name in dir.
@@ -290,15 +351,16 @@ func tempName(dir string) string {
 }
 
 type upload struct {
-	b    *Backend
-	f    *os.File
-	tmp  string
-	name string
-	opts storage.CreateOptions
-	n    int64
-	sums *checksum.Multi
-	done bool
-	werr error
+	b     *Backend
+	f     *os.File
+	tmp   string
+	lease *lease // held until tmp is renamed or removed
+	name  string
+	opts  storage.CreateOptions
+	n     int64
+	sums  *checksum.Multi
+	done  bool
+	werr  error
 }
 
 func (u *upload) Write(p []byte) (int, error) {
@@ -396,6 +458,7 @@ func (u *upload) publish(ctx context.Context, sums map[string][]byte) (storage.F
 		return storage.FileInfo{}, mapErr("commit", u.name, err)
 	}
 	u.done = true
+	u.lease.release()
 	syncDir(u.b.root, storage.Dir(u.name))
 	return info(u.name, fi), nil
 }
@@ -409,6 +472,7 @@ func (u *upload) Abort() error {
 		u.f.Close()
 		u.f = nil
 	}
+	defer u.lease.release()
 	if err := u.b.root.Remove(u.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return mapErr("abort", u.name, err)
 	}
@@ -514,6 +578,14 @@ func (b *Backend) Rename(_ context.Context, from, to string, overwrite bool) err
 			// symlink, which the check above cannot see), the rename fails
 			// and the tree is put back instead of lost.
 			aside := tempName(storage.Dir(to))
+			// Locked before it gets its hidden name, so that a sweep
+			// never takes the tree while it may still be put back.
+			// (Held by someone else already, it is just as safe; where
+			// nothing locks, the sweep goes by age.)
+			if d, err := b.root.Open(to); err == nil {
+				_, _ = tryLock(d)
+				defer d.Close()
+			}
 			if err := b.root.Rename(to, aside); err != nil {
 				return mapErr("rename", to, err)
 			}
@@ -604,8 +676,16 @@ func mapErr(op, name string, err error) error {
 		sentinel = storage.ErrPermission
 	case isEscape(err):
 		sentinel = storage.ErrEscapes
-	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, fs.ErrInvalid):
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%s %q: %w: %w: %w", op, name, storage.ErrBadPath, storage.ErrNameTooLong, err)
+	case errors.Is(err, syscall.ELOOP), errors.Is(err, fs.ErrInvalid):
 		sentinel = storage.ErrBadPath
+	case errors.Is(err, syscall.ENOSPC):
+		sentinel = storage.ErrNoSpace
+	case errors.Is(err, syscall.EDQUOT):
+		sentinel = storage.ErrOverQuota
+	case errors.Is(err, syscall.EFBIG):
+		sentinel = storage.ErrTooLarge
 	default:
 		return fmt.Errorf("%s %q: %w", op, name, err)
 	}

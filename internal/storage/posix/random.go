@@ -23,11 +23,11 @@ func (b *Backend) CreateRandom(_ context.Context, name string, size int64, opts 
 		return nil, fmt.Errorf("create %q: negative size %d: %w", name, size, storage.ErrBadPath)
 	}
 	opts.Size = size
-	f, tmp, err := b.createTemp(name, opts, os.O_RDWR) // Checksums reads back
+	f, tmp, l, err := b.createTemp(name, opts, os.O_RDWR) // Checksums reads back
 	if err != nil {
 		return nil, err
 	}
-	u := &upload{b: b, f: f, tmp: tmp, name: name, opts: opts}
+	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts}
 	if err := f.Truncate(size); err != nil {
 		u.Abort()
 		return nil, mapErr("create", name, err)

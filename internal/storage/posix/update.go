@@ -61,13 +61,13 @@ func (b *Backend) Update(ctx context.Context, name string) (storage.FileUpdate, 
 		b.unlockUpdate(name)
 		return nil, err
 	}
-	stage, tmp, err := b.createTemp(name, storage.CreateOptions{Size: -1}, os.O_RDWR)
+	stage, tmp, l, err := b.createTemp(name, storage.CreateOptions{Size: -1}, os.O_RDWR)
 	if err != nil {
 		orig.Close()
 		b.unlockUpdate(name)
 		return nil, err
 	}
-	u := &fileUpdate{b: b, name: name, tmp: tmp, base: info(name, fi), orig: orig, stage: stage}
+	u := &fileUpdate{b: b, name: name, tmp: tmp, lease: l, base: info(name, fi), orig: orig, stage: stage}
 	if err := cloneOrCopy(ctx, stage, orig, fi.Size()); err != nil {
 		u.Abort()
 		return nil, mapErr("update", name, err)
@@ -116,11 +116,12 @@ func cloneOrCopy(ctx context.Context, dst, src *os.File, n int64) error {
 
 // fileUpdate is an update in progress.
 type fileUpdate struct {
-	b    *Backend
-	name string
-	tmp  string
-	base storage.FileInfo
-	orig *os.File // the version copied: its attributes go to the new one
+	b     *Backend
+	name  string
+	tmp   string
+	lease *lease // held until tmp is renamed or removed
+	base  storage.FileInfo
+	orig  *os.File // the version copied: its attributes go to the new one
 
 	// mu is held for reading by ReadAt and WriteAt, for writing by
 	// Truncate, Commit and Abort.
@@ -259,6 +260,7 @@ func (u *fileUpdate) publish(ctx context.Context) (storage.FileInfo, error) {
 		return storage.FileInfo{}, mapErr("commit", u.name, err)
 	}
 	u.done = true
+	u.lease.release()
 	u.orig.Close()
 	u.b.unlockUpdate(u.name)
 	syncDir(u.b.root, storage.Dir(u.name))
@@ -288,6 +290,7 @@ func (u *fileUpdate) abortLocked() error {
 	}
 	u.orig.Close()
 	defer u.b.unlockUpdate(u.name)
+	defer u.lease.release()
 	if err := u.b.root.Remove(u.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return mapErr("abort", u.name, err)
 	}

@@ -50,8 +50,16 @@ func codeOf(err error) (xrootd.ErrorCode, string) {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrNotDir):
 		// A path through a file ("/f/x") names nothing.
 		return xrootd.CodeNotFound, err.Error()
+	case errors.Is(err, storage.ErrNameTooLong):
+		return xrootd.CodeArgTooLong, err.Error() // XProtocol's ENAMETOOLONG
 	case errors.Is(err, storage.ErrBadPath):
 		return xrootd.CodeArgInvalid, err.Error()
+	case errors.Is(err, storage.ErrNoSpace):
+		return xrootd.CodeNoSpace, storage.Brief(err, storage.ErrNoSpace)
+	case errors.Is(err, storage.ErrOverQuota):
+		return xrootd.CodeOverQuota, storage.Brief(err, storage.ErrOverQuota)
+	case errors.Is(err, storage.ErrTooLarge):
+		return xrootd.CodeIOError, storage.Brief(err, storage.ErrTooLarge)
 	case errors.Is(err, storage.ErrPermission):
 		return xrootd.CodeNotAuthorized, err.Error()
 	case errors.Is(err, storage.ErrReadOnly):

@@ -29,22 +29,29 @@ func TestMetrics(t *testing.T) {
 	rc.mustFail(xrootd.CodeInvalidRequest, xrootd.RequestID(3999), [16]byte{}, nil)
 	rc.mustFail(xrootd.CodeInvalidRequest, xrootd.RequestID(2999), [16]byte{}, nil)
 	rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(h), nil)
-	// A request is counted once its answer is out: poll for the last.
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(m.Requests.WithLabelValues("kXR_close", "ok")) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("kXR_close was not counted")
-		}
-		time.Sleep(time.Millisecond)
-	}
-
-	for _, c := range []struct {
+	// A request is counted once its answer is out, by the goroutine that
+	// sent it, which may run after the client has its answer and sent
+	// the next request: poll until every count is in.
+	want := []struct {
 		req, result string
 		want        float64
 	}{
 		{"kXR_open", "ok", 1}, {"kXR_read", "ok", 1}, {"kXR_close", "ok", 1},
 		{"kXR_stat", "kXR_NotFound", 1}, {"unknown", "kXR_InvalidRequest", 2},
-	} {
+	}
+	counted := func() bool {
+		for _, c := range want {
+			if testutil.ToFloat64(m.Requests.WithLabelValues(c.req, c.result)) != c.want {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !counted() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for _, c := range want {
 		if got := testutil.ToFloat64(m.Requests.WithLabelValues(c.req, c.result)); got != c.want {
 			t.Errorf("requests{%s,%s} = %v, want %v", c.req, c.result, got, c.want)
 		}

@@ -135,8 +135,8 @@ func (ss *session) config(r *request) error {
 // stats is a minimal kXR_QStats answer in XRootD's XML shape.
 func (ss *session) stats() string {
 	host, port, _ := net.SplitHostPort(ss.main.local)
-	return fmt.Sprintf(`<statistics tod="%d" ver="wanda" src="%s:%s" tos="%d" pgm="xrootd" ins="anon" pid="%d" site=""><stats id="info"><host>%s</host><port>%s</port><name>anon</name></stats></statistics>`,
-		time.Now().Unix(), host, port, time.Now().Unix(), os.Getpid(), host, port)
+	return fmt.Sprintf(`<statistics tod="%d" ver="wanda" src="%s" tos="%d" pgm="xrootd" ins="anon" pid="%d" site=""><stats id="info"><host>%s</host><port>%s</port><name>anon</name></stats></statistics>`,
+		time.Now().Unix(), net.JoinHostPort(host, port), time.Now().Unix(), os.Getpid(), host, port)
 }
 
 // locate answers kXR_locate: on a redirector (Options.Locate) the servers
