@@ -313,8 +313,8 @@ func (a *accessLog) summary() (before int, methods string) {
 }
 
 func (a *accessLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (a *accessLog) WithAttrs([]slog.Attr) slog.Handler            { return a }
-func (a *accessLog) WithGroup(string) slog.Handler                 { return a }
+func (a *accessLog) WithAttrs([]slog.Attr) slog.Handler           { return a }
+func (a *accessLog) WithGroup(string) slog.Handler                { return a }
 
 func (a *accessLog) Handle(_ context.Context, rec slog.Record) error {
 	if rec.Message != "request" {
