@@ -140,7 +140,7 @@ func runSetup(ctx context.Context, r *Run) error {
 					"seconds", netRound(m.total.Seconds(), 3), "link_fraction", netRound(ideal/m.total.Seconds(), 3),
 					"first_byte_ms", netRound(ms(m.first), 1), "first_byte_rtts", netRound(m.first.Seconds()/cfg.RTT.Seconds(), 2),
 					"data_ms", netRound(ms(m.last-m.first), 1), "data_link_fraction", netRound(ideal/(m.last-m.first).Seconds(), 3),
-					"tail_ms", netRound(ms(m.total-m.last), 1), "conns", m.conns}
+					"tail_ms", netRound(ms(m.total-m.last), 1), "conns", m.conns, "late", m.late}
 				if proto == "http" {
 					kv = append(kv, "requests_before_data", m.before, "requests", m.requests)
 				} else {
@@ -158,6 +158,7 @@ func runSetup(ctx context.Context, r *Run) error {
 type setupMeasure struct {
 	first, last, total time.Duration
 	conns              int64
+	late               int64  // the relay's writes late for want of CPU
 	before             int    // HTTP requests that reached the server before the first data GET
 	requests           string // "GET:9 HEAD:1", in order of first arrival
 }
@@ -209,6 +210,7 @@ func setupOne(ctx context.Context, r *Run, rl *wan.Relay, acc *accessLog, size i
 	}
 	m.first, m.last = first, last
 	m.conns = rl.Stats().Total - st0.Total
+	m.late = rl.Stats().Late - st0.Late
 	m.before, m.requests = acc.summary()
 	return m, nil
 }

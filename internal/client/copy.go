@@ -374,6 +374,12 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 		})
 		return jobs, dirs, err
 	}
+	if !o.Recursive && !dst.remote() && !strings.HasSuffix(src.u.Path, "/") {
+		// One file to a local path: nothing is asked before its first
+		// data request, whose answer tells the size (see transfer); a
+		// directory named without -r is found out then.
+		return []job{{src: src, dst: dst, size: -1}}, nil, nil
+	}
 	in, err := c.stat(ctx, src.u, nil, true)
 	if err != nil {
 		return nil, nil, err
