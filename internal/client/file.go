@@ -212,6 +212,11 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 						return &localError{err}
 					}
 					done += int64(m)
+					if sctx.Err() != nil && rerr == nil {
+						// Cancelled (or stalled) while the answer's bytes
+						// were already here: stop now, not when they end.
+						return stallErr(sctx, wd, context.Cause(sctx))
+					}
 				}
 				if rerr == io.EOF {
 					if n >= 0 && done < n {

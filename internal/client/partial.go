@@ -108,10 +108,10 @@ func openPart(ctx context.Context, c *Client, src *url.URL, info *Info, dst stri
 		done = c.resumable(ctx, src, info, dst, f)
 	}
 	if done == nil {
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, nil, &localError{err}
-		}
+		// Starting over: without its record, what an older part file
+		// holds counts for nothing (every byte is written again). It is
+		// not truncated to 0 first: ext4 then writes the whole file out
+		// when it is closed (auto_da_alloc), 0.2 s per 256 MB here.
 		os.Remove(statePath(dst))
 	}
 	if info != nil {

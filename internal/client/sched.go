@@ -141,7 +141,14 @@ func (s *sched) next() (*claim, bool) {
 	defer s.mu.Unlock()
 	for s.size < 0 && !s.failed {
 		if s.specs < s.streams {
-			n := min(s.first, math.MaxInt64-s.spec)
+			// Staggered sizes (first × 1 to 2): streams that start
+			// together do not all end their chunk, and idle for a round
+			// trip while asking for the next, at the same time.
+			n := s.first
+			if n < math.MaxInt64/4 {
+				n += n * int64(s.specs) / int64(s.streams)
+			}
+			n = min(n, math.MaxInt64-s.spec)
 			c := &claim{off: s.spec, pos: s.spec, end: s.spec + n, asked: s.spec + n, spec: true}
 			s.spec += n
 			s.specs++
