@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -113,18 +112,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	}()
 	bar.SetCurrent(resumed)
 
-	// The follower hashes the contiguous prefix as streams complete it,
-	// reading back from the part file (page cache): parallel streams
-	// cannot feed a sequential hash directly.
-	var follow sync.WaitGroup
-	var followErr error
-	if t.hashers != nil && !t.inline {
-		follow.Add(1)
-		go func() {
-			defer follow.Done()
-			followErr = hashPrefix(part, t.s, t.hashers)
-		}()
-	}
+	followed := t.follow()
 	stopSaver := startSaver(part, t.s, src, dst, t.known, o.Sync)
 	if t.streams > 1 && len(plan.ask) > 0 {
 		// Several streams: the checksum is asked beside them at once,
@@ -136,7 +124,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	if runErr != nil {
 		t.s.fail()
 	}
-	follow.Wait()
+	followErr := followed()
 	stopSaver(runErr != nil)
 	res.Bytes = t.moved.Load() + resumed
 
@@ -162,21 +150,29 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		return learned, err
 	}
 	t.cancel(nil) // the checksum question, if still out, is not needed
-
-	if o.Sync {
-		if err := part.Sync(); err != nil {
-			return learned, &localError{err}
-		}
-	}
-	if !info.ModTime.IsZero() {
-		_ = os.Chtimes(part.Name(), time.Now(), info.ModTime)
-	}
-	if err := publish(part.Name(), dst, o.NoReplace, o.Sync); err != nil {
+	if err := publishPart(part, dst, info.ModTime, o); err != nil {
 		return learned, err
 	}
-	os.Remove(statePath(dst))
 	keep = true // nothing left to remove: the part is the destination now
 	return learned, nil
+}
+
+// publishPart makes the finished part file dst (synced first with
+// o.Sync), with the source's mtime when known, and drops its record.
+func publishPart(part *os.File, dst string, mtime time.Time, o CopyOptions) error {
+	if o.Sync {
+		if err := part.Sync(); err != nil {
+			return &localError{err}
+		}
+	}
+	if !mtime.IsZero() {
+		_ = os.Chtimes(part.Name(), time.Now(), mtime)
+	}
+	if err := publish(part.Name(), dst, o.NoReplace, o.Sync); err != nil {
+		return err
+	}
+	os.Remove(statePath(dst))
+	return nil
 }
 
 // describe asks what src is (HEAD), for a download that must know before

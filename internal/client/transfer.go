@@ -107,6 +107,19 @@ func (t *transfer) spawn() {
 	}()
 }
 
+// follow starts, when the checksums cannot be computed as the bytes
+// arrive (md5, sha-256 over several streams, a resumed file), the
+// follower that hashes the contiguous prefix as the streams complete it,
+// reading the part file back (from the page cache). wait waits for it.
+func (t *transfer) follow() (wait func() error) {
+	if t.hashers == nil || t.inline {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() { done <- hashPrefix(t.part, t.s, t.hashers) }()
+	return func() error { return <-done }
+}
+
 // fail records the first failure and stops everything.
 func (t *transfer) fail(err error) {
 	t.mu.Lock()
