@@ -11,9 +11,11 @@ import (
 //
 // Chunk sizes are guided: a stream takes a share of what remains
 // (remaining / (2 × streams)), clamped to [min, max], so that early
-// chunks are large (few requests) and the last ones small; with stealing
-// on, streams without a range share what is left when that is less than
-// min each.
+// chunks are large (few requests) and the last ones small. With stealing
+// on (downloads) they are balanced instead: a stream takes its fair share
+// of all that is left, the ranges in flight included (up to max), so
+// that the streams, moving at the same rate, end together after as few
+// requests (each an idle round trip) as possible.
 //
 // The size may be unknown at the start (a download whose first answers
 // tell it): the streams then take speculative chunks of first bytes from
@@ -163,11 +165,16 @@ func (s *sched) next() (*claim, bool) {
 	if len(s.holes) > 0 {
 		rem := s.remainingLocked()
 		want := min(max(rem/int64(2*s.streams), s.min), s.max)
-		if free := int64(s.streams - len(s.active)); s.steal > 0 && free > 1 {
-			// Streams without a range share what is left, so that a
-			// small file still keeps all of them busy (none smaller
-			// than 64 KiB).
-			want = min(want, max((rem+free-1)/free, 64<<10))
+		if s.steal > 0 {
+			// Balanced: a fair share of all that is left, in flight
+			// included, so that the streams end together (none smaller
+			// than 64 KiB); stealing evens out what rates do not.
+			left := rem
+			for _, c := range s.active {
+				left += max(c.end-c.pos, 0)
+			}
+			n := int64(s.streams)
+			want = min(max((left+n-1)/n, 64<<10), s.max)
 		}
 		h := &s.holes[0]
 		n := min(want, h.Len)
