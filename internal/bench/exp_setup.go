@@ -31,7 +31,8 @@ func init() {
 			`the first data byte delivered by the relay to the client, also in RTTs: the goal is 2, the TCP ` +
 			`handshake and a first ranged GET), the data phase (first to last byte, against the link rate), ` +
 			`and the tail (last byte to exit: checksum answer, rename, exit). Over http the server's access ` +
-			`log says how many requests came before the first GET that carried data, and which. The ` +
+			`log says how many requests the first GET that carried data waited for (answered at least ` +
+			`one RTT before it arrived: the client could have read them first), and which. The ` +
 			`ratio to the link is the file's time at the link rate over the whole time.`,
 		Params: []Param{
 			{Name: "rtt", Help: "round-trip time of the relay", Default: "40ms"},
@@ -142,9 +143,9 @@ func runSetup(ctx context.Context, r *Run) error {
 					"data_ms", netRound(ms(m.last-m.first), 1), "data_link_fraction", netRound(ideal/(m.last-m.first).Seconds(), 3),
 					"tail_ms", netRound(ms(m.total-m.last), 1), "conns", m.conns, "late", m.late}
 				if proto == "http" {
-					kv = append(kv, "requests_before_data", m.before, "requests", m.requests)
+					kv = append(kv, "waited_before_data", m.before, "requests", m.requests)
 				} else {
-					kv = append(kv, "requests_before_data", "", "requests", "")
+					kv = append(kv, "waited_before_data", "", "requests", "")
 				}
 				r.Row(kv...)
 			}
@@ -159,7 +160,7 @@ type setupMeasure struct {
 	first, last, total time.Duration
 	conns              int64
 	late               int64  // the relay's writes late for want of CPU
-	before             int    // HTTP requests that reached the server before the first data GET
+	before             int    // HTTP requests answered an RTT or more before the first data GET arrived
 	requests           string // "GET:9 HEAD:1", in order of first arrival
 }
 
@@ -218,7 +219,7 @@ func setupOne(ctx context.Context, r *Run, rl *wan.Relay, acc *accessLog, size i
 	m.first, m.last = first, last
 	m.conns = rl.Stats().Total - st0.Total
 	m.late = rl.Stats().Late - st0.Late
-	m.before, m.requests = acc.summary()
+	m.before, m.requests = acc.summary(cfg.RTT)
 	return m, nil
 }
 
@@ -276,9 +277,9 @@ type accessLog struct {
 }
 
 type accessEntry struct {
-	method  string
-	arrived time.Time
-	out     int64
+	method        string
+	arrived, done time.Time
+	out           int64
 }
 
 func (a *accessLog) reset(t time.Time) {
@@ -287,9 +288,10 @@ func (a *accessLog) reset(t time.Time) {
 	a.mu.Unlock()
 }
 
-// summary counts the requests that arrived before the first one that
-// sent data (more than 16 KiB), and lists the methods of all.
-func (a *accessLog) summary() (before int, methods string) {
+// summary counts the requests answered at least rtt before the first
+// one that sent data (more than 16 KiB) arrived — those its client could
+// have waited for — and lists the methods of all.
+func (a *accessLog) summary(rtt time.Duration) (before int, methods string) {
 	a.mu.Lock()
 	reqs := slices.Clone(a.reqs)
 	a.mu.Unlock()
@@ -300,12 +302,14 @@ func (a *accessLog) summary() (before int, methods string) {
 			firstData = e.arrived
 		}
 	}
+	for _, e := range reqs {
+		if !firstData.IsZero() && !e.done.Add(rtt).After(firstData) {
+			before++
+		}
+	}
 	count := map[string]int{}
 	var order []string
 	for _, e := range reqs {
-		if !firstData.IsZero() && e.arrived.Before(firstData) {
-			before++
-		}
 		if count[e.method] == 0 {
 			order = append(order, e.method)
 		}
@@ -342,7 +346,7 @@ func (a *accessLog) Handle(_ context.Context, rec slog.Record) error {
 		}
 		return true
 	})
-	e.arrived = rec.Time.Add(-dur)
+	e.arrived, e.done = rec.Time.Add(-dur), rec.Time
 	a.mu.Lock()
 	if !e.arrived.Before(a.since) {
 		a.reqs = append(a.reqs, e)
