@@ -228,6 +228,16 @@ func (s *sched) take(c *claim, n int) (int, bool) {
 	return k, c.pos >= c.end && c.end < c.asked
 }
 
+// ask returns the range c's stream asks the server for now: what is
+// left of it (a thief or the size may have shortened it since it was
+// handed out), which becomes what it asked for.
+func (s *sched) ask(c *claim) (off, end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.asked = c.end
+	return c.pos, c.end
+}
+
 // untake gives back n bytes taken by c that could not be written.
 func (s *sched) untake(c *claim, n int) {
 	s.mu.Lock()

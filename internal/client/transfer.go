@@ -140,8 +140,13 @@ func (t *transfer) known() *Info {
 
 // fetchClaim fetches one range, with the engine's retries and failover.
 func (t *transfer) fetchClaim(cl *claim) error {
-	n := cl.asked - cl.off
-	if cl.asked == math.MaxInt64 {
+	off, end := t.s.ask(cl)
+	if end <= off {
+		t.s.finish(cl) // past the end of the file, or all taken
+		return nil
+	}
+	n := end - off
+	if end == math.MaxInt64 {
 		n = -1 // one stream, size unknown: the whole file
 	}
 	var want []string
@@ -156,7 +161,7 @@ func (t *transfer) fetchClaim(cl *claim) error {
 	if t.perRange {
 		h = checksum.NewMulti(t.plan.compute)
 	}
-	_, err := t.c.fetch(t.ctx, t.src, cl.off, n, want, nil, t.sink(cl, h), func(in Info) error { return t.answered(cl, in) }, &st)
+	_, err := t.c.fetch(t.ctx, t.src, off, n, want, nil, t.sink(cl, h), func(in Info) error { return t.answered(cl, in) }, &st)
 	w := t.s.finish(cl)
 	t.mu.Lock()
 	t.res.Retries += st.Retries
