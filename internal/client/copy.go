@@ -37,8 +37,10 @@ type CopyOptions struct {
 	// destination is still atomic — complete or absent — for every failure
 	// but a power loss, like curl, xrdcp and rsync.
 	Sync bool
-	// ChunkMin and ChunkMax bound the adaptive chunk size of a stream
-	// (defaults 4 MiB and 64 MiB).
+	// ChunkMin and ChunkMax bound the chunk size of a stream (defaults
+	// 4 MiB and 64 MiB): an upload's parts are guided between them; a
+	// download's first, speculative chunks are ChunkMin (staggered up to
+	// twice that), and its balanced shares at most ChunkMax.
 	ChunkMin, ChunkMax int64
 	// Progress, if set, receives per-file progress.
 	Progress Progress
