@@ -160,7 +160,8 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 		if bars == nil && len(results) == 1 && results[0].Error == "" {
 			r := results[0]
 			fmt.Fprintf(out, "%s -> %s: %s in %s (%s)%s\n", r.Src, r.Dst, human(r.Bytes), time.Duration(r.Seconds*float64(time.Second)).Round(time.Millisecond), rate(r.Bytes-r.Resumed, time.Duration(r.Seconds*float64(time.Second))), sumNote(r))
-		} else if len(results) > 0 {
+		} else if len(results) > 1 || (len(results) == 1 && results[0].Error == "") {
+			// (One file that failed says why on stderr, and nothing more.)
 			fmt.Fprintf(out, "%d files, %s in %s (%s), %d retries, %d failed\n", len(results), human(bytes), elapsed.Round(time.Millisecond), rate(bytes, elapsed), retries, failed)
 		}
 	}

@@ -20,6 +20,9 @@ type barSet struct {
 	files atomic.Int64
 	cur   atomic.Int64
 	nfile int
+	// planned is the total's size: Plan's, grown by the files whose
+	// size came later.
+	planned int64
 }
 
 func newBarSet(w io.Writer) *barSet {
@@ -31,6 +34,7 @@ func (b *barSet) Plan(files int, bytes int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.nfile = files
+	b.planned = bytes
 	b.total = b.p.New(bytes, mpb.BarStyle(),
 		mpb.BarPriority(1<<30), // always last
 		mpb.PrependDecorators(
@@ -59,7 +63,7 @@ func (b *barSet) Bar(name string, size int64) client.Bar {
 			decor.Percentage(decor.WCSyncSpace),
 		),
 	)
-	return &fileBar{set: b, bar: bar}
+	return &fileBar{set: b, bar: bar, unknown: size < 0}
 }
 
 func (b *barSet) wait() {
@@ -72,12 +76,19 @@ func (b *barSet) wait() {
 }
 
 type fileBar struct {
-	set *barSet
-	bar *mpb.Bar
-	cur atomic.Int64
+	set     *barSet
+	bar     *mpb.Bar
+	cur     atomic.Int64
+	unknown bool // the size came after Plan: the total grows by it
 }
 
-func (f *fileBar) SetTotal(n int64) { f.bar.SetTotal(n, false) }
+func (f *fileBar) SetTotal(n int64) {
+	f.bar.SetTotal(n, false)
+	if f.unknown {
+		f.unknown = false
+		f.set.growTotal(n)
+	}
+}
 
 func (f *fileBar) SetCurrent(n int64) {
 	old := f.cur.Swap(n)
@@ -98,6 +109,16 @@ func (f *fileBar) Done(err error) {
 		return
 	}
 	f.bar.SetTotal(-1, true)
+}
+
+// growTotal adds the size of a file that was not known at Plan.
+func (b *barSet) growTotal(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.planned += n
+	if b.total != nil {
+		b.total.SetTotal(b.planned, false)
+	}
 }
 
 func (b *barSet) addTotal(n int64) {

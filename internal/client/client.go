@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -196,7 +197,7 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 		if final != nil && cl.stats != nil {
 			cl.stats.Server = final.Host
 		}
-		if err == nil {
+		if err == nil || servedWell(err) {
 			// A fresh answer is kept for RouteTTL from when it came (using
 			// a cached route does not extend it: the redirector is asked
 			// again in time), and so are the alternates a server advertised
@@ -204,7 +205,9 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 			if final != nil && !fromCache && (final.String() != u.String() || len(alternates) > 0) {
 				c.storeRoute(key, &route{target: final, alternates: alternates, via: via, expires: time.Now().Add(p.RouteTTL)})
 			}
-			return nil
+			if err == nil {
+				return nil
+			}
 		}
 		class := Classify(err)
 		if class == Fatal {
@@ -245,6 +248,14 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 			clear(tried)
 		}
 	}
+}
+
+// servedWell reports an operation that ended without success but with
+// the server doing its part: a range cut short by the engine, a
+// speculative range past the end of the file. Its route is as good as a
+// success's.
+func servedWell(err error) bool {
+	return errors.Is(err, errCut) || isStatus(err, http.StatusRequestedRangeNotSatisfiable)
 }
 
 // follow runs op on target, following redirects. It returns the URL that

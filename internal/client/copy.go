@@ -37,8 +37,10 @@ type CopyOptions struct {
 	// destination is still atomic — complete or absent — for every failure
 	// but a power loss, like curl, xrdcp and rsync.
 	Sync bool
-	// ChunkMin and ChunkMax bound the adaptive chunk size of a stream
-	// (defaults 4 MiB and 64 MiB).
+	// ChunkMin and ChunkMax bound the chunk size of a stream (defaults
+	// 4 MiB and 64 MiB): an upload's parts are guided between them; a
+	// download's first, speculative chunks are ChunkMin (staggered up to
+	// twice that), and its balanced shares at most ChunkMax.
 	ChunkMin, ChunkMax int64
 	// Progress, if set, receives per-file progress.
 	Progress Progress
@@ -373,6 +375,12 @@ func (c *Client) expand(ctx context.Context, src, dst endpoint, o CopyOptions) (
 			return nil
 		})
 		return jobs, dirs, err
+	}
+	if !o.Recursive && !dst.remote() && !strings.HasSuffix(src.u.Path, "/") {
+		// One file to a local path: nothing is asked before its first
+		// data request, whose answer tells the size (see transfer); a
+		// directory named without -r is found out then.
+		return []job{{src: src, dst: dst, size: -1}}, nil, nil
 	}
 	in, err := c.stat(ctx, src.u, nil, true)
 	if err != nil {

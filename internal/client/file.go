@@ -160,8 +160,10 @@ func (f *File) ReadV(ctx context.Context, want []Range, dst [][]byte) error {
 // fetch reads n bytes of u from off (n < 0: to the end) and hands them to
 // sink in order, resuming where it stopped when a try fails. When expect
 // is set, an answer describing another version of the file fails with
-// ErrSourceChanged. It returns the bytes delivered.
-func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []string, expect *Info, sink func(p []byte, at int64) error, first func(Info), st *opStats) (int64, error) {
+// ErrSourceChanged. answered, if set, sees what each answer said of the
+// file before its bytes are read; an error from it ends the fetch (it is
+// not retried unless Classify says so). It returns the bytes delivered.
+func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []string, expect *Info, sink func(p []byte, at int64) error, answered func(Info) error, st *opStats) (int64, error) {
 	p := c.Policy.withDefaults()
 	var done, seen int64
 	var learned []*url.URL
@@ -182,16 +184,25 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 			}
 			rc, in, err := t.Read(sctx, target, off+done, rem, want)
 			if err != nil {
+				var se *StatusError
+				if errors.As(err, &se) {
+					learned = se.Alternates // a server in trouble may name replicas
+				}
 				return stallErr(sctx, wd, err)
 			}
 			defer rc.Close()
 			learned = in.Alternates
+			if n < 0 && in.Size >= 0 {
+				// "To the end" is a length now: a retry asks for it.
+				n = in.Size - off
+			}
 			if expect != nil && in.Size >= 0 && !sameVersion(*expect, in, target) {
 				return fmt.Errorf("%s: %w (was %d bytes %s, now %d bytes %s)", Redact(target), ErrSourceChanged, expect.Size, expect.ETag, in.Size, in.ETag)
 			}
-			if first != nil {
-				first(in)
-				first = nil
+			if answered != nil {
+				if err := answered(in); err != nil {
+					return err
+				}
 			}
 			for {
 				m, rerr := rc.Read(*buf)
@@ -201,6 +212,11 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 						return &localError{err}
 					}
 					done += int64(m)
+					if sctx.Err() != nil && rerr == nil {
+						// Cancelled (or stalled) while the answer's bytes
+						// were already here: stop now, not when they end.
+						return stallErr(sctx, wd, context.Cause(sctx))
+					}
 				}
 				if rerr == io.EOF {
 					if n >= 0 && done < n {

@@ -30,6 +30,9 @@ type StatusError struct {
 	// DigestMismatch names the algorithm when a server refused an upload
 	// whose bytes did not match its Digest (Wanda-Digest-Mismatch).
 	DigestMismatch string
+	// Alternates are replicas the answer advertised (RFC 6249 Link
+	// headers): where a failing server says to go instead.
+	Alternates []*url.URL
 }
 
 func (e *StatusError) Error() string {
@@ -196,7 +199,7 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		}
 		se := &StatusError{Method: method, URL: Redact(u), Code: resp.StatusCode, Msg: scrub(msg, tok),
 			RetryAfter:     parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
-			DigestMismatch: resp.Header.Get("Wanda-Digest-Mismatch")}
+			DigestMismatch: resp.Header.Get("Wanda-Digest-Mismatch"), Alternates: parseLinks(u, resp.Header.Values("Link"))}
 		if se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden {
 			return nil, t.refused(ctx, se, u, resp, hdr, tok, withheld)
 		}

@@ -278,8 +278,13 @@ func davServer(t *testing.T, props map[string]string, content map[string]string,
 				http.NotFound(w, r)
 				return
 			}
-			if r.Method == http.MethodHead && headNoLength {
-				w.WriteHeader(http.StatusOK) // no Content-Length
+			if headNoLength {
+				// No Content-Length (chunked), no ranges: no size at all.
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush() // chunked: no Content-Length
+				if r.Method == http.MethodGet {
+					io.WriteString(w, data)
+				}
 				return
 			}
 			http.ServeContent(w, r, "x", time.Time{}, strings.NewReader(data))
@@ -303,8 +308,8 @@ func davEntry(href string, dir bool, length int) string {
 }
 
 // 3. A PROPFIND without getcontentlength means an unknown size, not an
-// empty file: the download asks with HEAD, and refuses when no size is
-// known at all.
+// empty file: the download learns it from its first GET, and refuses when
+// no size is known at all.
 func TestRegressListingWithoutLength(t *testing.T) {
 	body := strings.Repeat("x", 1000)
 	props := map[string]string{
@@ -332,8 +337,8 @@ func TestRegressListingWithoutLength(t *testing.T) {
 	}
 	mustEqualBytes(t, "tree file listed without length", mustReadFile(t, filepath.Join(out, "f")), []byte(body))
 
-	// No size anywhere (HEAD without Content-Length either): refused,
-	// nothing left behind.
+	// No size anywhere (neither GET nor HEAD gives a Content-Length):
+	// refused, nothing left behind.
 	noLen := davServer(t, props, content, true)
 	dst = filepath.Join(t.TempDir(), "f")
 	if _, err := copySingle(t, c, noLen+"/f", dst, client.CopyOptions{Checksum: "auto"}); err == nil {

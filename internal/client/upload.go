@@ -209,10 +209,11 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 		go func() {
 			defer wg.Done()
 			for {
-				r, ok := s.next()
+				cl, ok := s.next()
 				if !ok {
 					return
 				}
+				r := cl.Range()
 				var st opStats
 				var done bool
 				err := c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
@@ -255,7 +256,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 					return
 				}
 				bar.Add(int(r.Len))
-				s.complete(r)
+				s.complete(cl)
 			}
 		}()
 	}
