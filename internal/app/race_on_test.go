@@ -1,0 +1,6 @@
+//go:build race
+
+package app_test
+
+// raceEnabled: the race detector multiplies memory; RSS bounds do not hold.
+const raceEnabled = true
