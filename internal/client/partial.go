@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wanda-fed/wanda/internal/checksum"
 )
 
 // A download goes to a hidden part file beside the destination
@@ -254,4 +256,34 @@ func publish(part, dst string, noReplace, sync bool) error {
 		}
 	}
 	return nil
+}
+
+// openDevice opens dst for writing in place when it is an existing
+// device (/dev/null, the usual sink of a throughput test; a block
+// device): a part file renamed over it would replace the device node. It
+// returns nil for anything else. A destination that cannot be written at
+// offsets (a pipe, a terminal) is refused with a pointer to `wanda cat`,
+// as is a checksum that would have to read the bytes back (md5 or sha-256
+// over several streams).
+func openDevice(dst string, plan sumPlan, streams int) (*os.File, error) {
+	fi, err := os.Stat(dst)
+	if err != nil || fi.Mode().IsRegular() || fi.IsDir() {
+		return nil, nil
+	}
+	if fi.Mode()&os.ModeDevice == 0 {
+		return nil, &localError{fmt.Errorf("%s is not a regular file or a device (a pipe or a socket): a copy writes at offsets; use `wanda cat URL > %s`", dst, dst)}
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, &localError{err}
+	}
+	if _, err := unix.Pwrite(int(f.Fd()), nil, 0); err != nil {
+		f.Close()
+		return nil, &localError{fmt.Errorf("%s cannot be written at offsets (%v): use `wanda cat URL > %s`", dst, err, dst)}
+	}
+	if streams != 1 && plan.required && !checksum.Combinable(plan.compute[0]) {
+		f.Close()
+		return nil, &localError{fmt.Errorf("%s is a device: a %s checksum over several streams would read the bytes back; use --checksum adler32, crc32c or none, or --streams 1", dst, plan.compute[0])}
+	}
+	return f, nil
 }

@@ -120,6 +120,13 @@ func (t *transfer) verify(ctx context.Context, got map[string][]byte) (keep bool
 	case alg == "":
 		return false, nil
 	}
+	if _, ok := t.localSums()[alg]; t.device && !ok {
+		// Written into a device: nothing to read back and hash.
+		if plan.required {
+			return false, fmt.Errorf("%s: the server offers %s, which cannot be computed of bytes written to a device", Redact(t.src), alg)
+		}
+		return false, nil
+	}
 	have, err := localSum(ctx, t.part, t.localSums(), alg)
 	if err != nil {
 		return false, err

@@ -38,6 +38,7 @@ type transfer struct {
 	res     *Result
 	streams int  // 0 until the size tells it (auto)
 	inline  bool // one stream from byte 0: hashed as the bytes arrive
+	device  bool // part is the destination itself, a device: no truncate, no reading back
 	hashers *checksum.Multi
 	// perRange: each range is hashed by its stream as it arrives, and the
 	// file's checksums are the ranges' combined in order (adler32 and
@@ -271,8 +272,10 @@ func (t *transfer) learn(cl *claim, in Info) error {
 	}
 	info := in
 	t.info = &info
-	if err := t.part.Truncate(in.Size); err != nil {
-		return &localError{err}
+	if !t.device {
+		if err := t.part.Truncate(in.Size); err != nil {
+			return &localError{err}
+		}
 	}
 	t.bar.SetTotal(in.Size)
 	t.s.setSize(in.Size)
