@@ -265,8 +265,14 @@ func (t *transfer) learn(cl *claim, in Info) error {
 		// A server that ignores ranges, or a directory listing: only a
 		// listing request tells them apart (the bytes wait meanwhile).
 		d, err := t.c.stat(t.ctx, t.src, nil, true)
-		if err == nil && d.IsDir {
+		switch {
+		case err == nil && d.IsDir:
 			return fmt.Errorf("%s: %w", Redact(t.src), ErrIsDir)
+		case err != nil && t.ctx.Err() != nil:
+			// The transfer ended meanwhile (another stream found the
+			// server ignoring ranges): still unknown, asked again by the
+			// next attempt.
+			return context.Cause(t.ctx)
 		}
 		*t.notDir = true
 	}
