@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -175,7 +176,7 @@ func (c *conn) body(ctx context.Context, n int32, dst []byte) ([]byte, error) {
 	for left := int(n); left > 0; {
 		k := min(left, 256<<10)
 		start := len(dst)
-		dst = append(dst, make([]byte, k)...)
+		dst = slices.Grow(dst, k)[:start+k]
 		if _, err := io.ReadFull(c.br, dst[start:]); err != nil {
 			return dst, c.ioErr(ctx, err)
 		}

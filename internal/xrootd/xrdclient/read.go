@@ -92,7 +92,15 @@ func (t *Transport) Read(ctx context.Context, u *url.URL, off, n int64, want []s
 		end = off + n
 	}
 	r := &reader{t: t, ctx: ctx, c: c, unbind: unbind, ti: ti, or: or, h: or.Handle, next: off, end: end, exact: n >= 0}
+	t.readers.Add(1)
 	return r, in, nil
+}
+
+// chunk is the size of the next kXR_read of a reader: ReadMemory shared
+// among the open readers' ReadAhead requests, within [1 MiB, ReadChunk].
+func (t *Transport) chunk() int {
+	per := t.opts.ReadMemory / (max(int(t.readers.Load()), 1) * t.opts.ReadAhead)
+	return max(min(per, t.opts.ReadChunk), min(1<<20, t.opts.ReadChunk))
 }
 
 // reader streams a byte range of an open file with pipelined kXR_read
@@ -111,7 +119,8 @@ type reader struct {
 	end    int64 // end of the wanted range; -1: until a short answer
 	exact  bool  // the caller asked for a length: a short file is an error
 	reqs   []*readReq
-	frame  int32 // bytes of reqs[0]'s current frame still on the wire
+	spare  []byte // an early buffer given back, for the next request's
+	frame  int32  // bytes of reqs[0]'s current frame still on the wire
 	short  bool  // an answer came short: the file ends there
 	err    error
 }
@@ -123,6 +132,7 @@ type readReq struct {
 	got   int32  // bytes received (read or buffered)
 	final bool   // its last frame arrived
 	early []byte // bytes received before it became current
+	buf   []byte // early's whole buffer (reused once it is read)
 }
 
 func (r *reader) fail(err error) error {
@@ -136,7 +146,7 @@ func (r *reader) fail(err error) error {
 // covered.
 func (r *reader) fill() error {
 	for len(r.reqs) < r.t.opts.ReadAhead && !r.short && (r.end < 0 || r.next < r.end) {
-		n := int64(r.t.opts.ReadChunk)
+		n := int64(r.t.chunk())
 		if r.end >= 0 {
 			n = min(n, r.end-r.next)
 		}
@@ -188,6 +198,9 @@ func (r *reader) Read(p []byte) (int, error) {
 		}
 		if q.final {
 			r.reqs = r.reqs[1:]
+			if q.buf != nil {
+				r.spare, q.buf = q.buf[:0], nil
+			}
 			if q.got < q.n && !r.short {
 				// A short answer: the file ends at q.off+q.got. Requests
 				// sent after it are answered empty.
@@ -254,6 +267,17 @@ func (r *reader) frameIn() error {
 		r.frame = h.Dlen
 		return nil
 	}
+	if q.buf == nil {
+		// At most the rest of the request arrives early: one buffer,
+		// the last request's when it is large enough.
+		need := int(q.n - q.got + h.Dlen)
+		if cap(r.spare) >= need {
+			q.buf, r.spare = r.spare[:0], nil
+		} else {
+			q.buf = make([]byte, 0, need)
+		}
+		q.early = q.buf
+	}
 	q.early, err = r.c.body(r.ctx, h.Dlen, q.early)
 	return annotate(err, "kXR_read", r.ti)
 }
@@ -267,6 +291,7 @@ func (r *reader) Close() error {
 	}
 	c := r.c
 	r.c = nil
+	r.t.readers.Add(-1)
 	if r.err == nil {
 		r.err = errors.New("read after Close")
 	} else {

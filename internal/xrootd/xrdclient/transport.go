@@ -13,6 +13,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -40,12 +41,21 @@ type Options struct {
 	// (default 16); IdleTimeout is how long one is kept (default 60 s).
 	MaxIdlePerHost int
 	IdleTimeout    time.Duration
-	// ReadChunk is the size of one kXR_read (default 8 MiB), and
+	// ReadChunk is the size of one kXR_read (default 4 MiB), and
 	// ReadAhead how many a stream keeps in flight (default 2): the next
 	// request waits in the server's socket while the current one is
-	// answered, so a stream never idles a round trip between chunks.
+	// answered, so a stream never idles a round trip between chunks. A
+	// server that answers a stream's requests interleaved (wanda's does,
+	// several workers per connection) makes the later one's frames wait
+	// in memory: a stream holds at most about one ReadChunk besides what
+	// the caller reads.
 	ReadChunk int
 	ReadAhead int
+	// ReadMemory bounds what all the readers of the transport keep in
+	// flight (default 32 MiB): each one's requests are ReadMemory shared
+	// among the readers open at once (between 1 MiB and ReadChunk), so
+	// that 16 streams hold about as much as 4.
+	ReadMemory int
 	// WriteChunk is the size of one kXR_write (default 8 MiB); WriteAhead
 	// how many are sent before the first is acknowledged (default 2).
 	WriteChunk int
@@ -97,7 +107,10 @@ func (o Options) withDefaults() Options {
 		o.IdleTimeout = 60 * time.Second
 	}
 	if o.ReadChunk <= 0 {
-		o.ReadChunk = 8 << 20
+		o.ReadChunk = 4 << 20
+	}
+	if o.ReadMemory <= 0 {
+		o.ReadMemory = 32 << 20
 	}
 	if o.ReadAhead <= 0 {
 		o.ReadAhead = 2
@@ -123,8 +136,9 @@ func (o Options) withDefaults() Options {
 // client.Err* sentinels and retryable *Error for kXR_error), with
 // kXR_wait honoured on the same connection. Safe for concurrent use.
 type Transport struct {
-	opts Options
-	pool pool
+	opts    Options
+	pool    pool
+	readers atomic.Int32 // open readers (for their chunk size)
 }
 
 var _ client.Transport = (*Transport)(nil)

@@ -54,7 +54,7 @@ func testCtx(t *testing.T) context.Context {
 func TestDownload(t *testing.T) { forPeers(t, testDownload) }
 
 func testDownload(t *testing.T, p peer) {
-	c, _ := newClient(t)
+	c, tr := newClient(t)
 	ctx := testCtx(t)
 	data := randomBytes(37<<20+12345, 1)
 	p.writeFile(t, "/data/f", data)
@@ -73,6 +73,9 @@ func testDownload(t *testing.T, p peer) {
 		}
 		if !res[0].Verified || res[0].Retries != 0 || res[0].Streams != streams {
 			t.Errorf("streams %d: result %+v, want verified, no retries", streams, res[0])
+		}
+		if n := tr.readers.Load(); n != 0 {
+			t.Errorf("streams %d: %d readers still counted open (their share of ReadMemory would shrink the others' chunks)", streams, n)
 		}
 	}
 }
