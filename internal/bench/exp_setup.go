@@ -11,11 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wanda-fed/wanda/internal/app"
 	"github.com/wanda-fed/wanda/internal/client"
-	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/wan"
 )
 
@@ -241,30 +237,7 @@ func setupExecCost(ctx context.Context, r *Run) (time.Duration, error) {
 // setupServer starts a wanda server in-process exporting /data whose
 // access log goes to acc; it returns its host:port (HTTP and root://).
 func setupServer(ctx context.Context, r *Run, dir string, acc *accessLog) (string, error) {
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Server.Exports = []config.Export{{Prefix: "/data", Path: dir}}
-	srv, err := app.NewServer(cfg, slog.New(acc), prometheus.NewRegistry())
-	if err != nil {
-		return "", err
-	}
-	ln, err := app.Listen(cfg.Server.Listen)
-	if err != nil {
-		srv.Close()
-		return "", err
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	r.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		srv.Close()
-	})
-	return ln.Addr().String(), nil
+	return r.serveInProcess(ctx, map[string]string{"/data": dir}, slog.New(acc))
 }
 
 // accessLog is a slog.Handler that keeps the server's access log lines

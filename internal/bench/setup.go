@@ -18,12 +18,21 @@ import (
 // each prefix → directory pair (read-write), and returns its base URL
 // ("http://127.0.0.1:PORT"). It stops at the run's cleanup.
 func (r *Run) Server(ctx context.Context, exports map[string]string) (string, error) {
+	addr, err := r.serveInProcess(ctx, exports, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return "", err
+	}
+	return "http://" + addr, nil
+}
+
+// serveInProcess runs a wanda server in this process on a loopback port
+// until the run's cleanup, logging to log; it returns host:port.
+func (r *Run) serveInProcess(ctx context.Context, exports map[string]string, log *slog.Logger) (string, error) {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	for prefix, dir := range exports {
 		cfg.Server.Exports = append(cfg.Server.Exports, config.Export{Prefix: prefix, Path: dir})
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := app.NewServer(cfg, log, prometheus.NewRegistry())
 	if err != nil {
 		return "", err
@@ -44,7 +53,7 @@ func (r *Run) Server(ctx context.Context, exports map[string]string) (string, er
 		}
 		srv.Close()
 	})
-	return "http://" + ln.Addr().String(), nil
+	return ln.Addr().String(), nil
 }
 
 // Relay starts a `wanda wan` relay in-process in front of to (host:port)
