@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -120,33 +119,7 @@ func TestDualStack(t *testing.T) {
 			c := client.New()
 			xrdclient.Register(c)
 			root := func(n *fedtest.Node) string { return "root://" + n.Addr + "/" }
-			dst := filepath.Join(t.TempDir(), "f.bin")
-			res, err := c.Copy(t.Context(), []string{root(f.Global) + "/store/v6/f.bin"}, dst, client.CopyOptions{Streams: 2, Checksum: "adler32"})
-			if err != nil || res[0].Error != "" {
-				t.Fatalf("root:// copy through the global redirector: %v %+v", err, res)
-			}
-			got, _ := os.ReadFile(dst)
-			if d := testserver.DiffBytes(got, want); d != "" {
-				t.Fatal(d)
-			}
-			if res[0].Server != f.Server(1, 0).Addr {
-				t.Errorf("root:// read served by %q, want %s", res[0].Server, f.Server(1, 0).Addr)
-			}
-			if _, err := c.Copy(t.Context(), []string{dst}, root(f.Sites[1].Redirector)+"/store/v6/up.bin", client.CopyOptions{Checksum: "adler32"}); err != nil {
-				t.Fatalf("root:// upload through site 1: %v", err)
-			}
-			n := 0
-			for _, s := range f.Sites[1].Servers {
-				if b, err := os.ReadFile(s.LocalPath("/store/v6/up.bin")); err == nil {
-					if d := testserver.DiffBytes(b, want); d != "" {
-						t.Fatal(d)
-					}
-					n++
-				}
-			}
-			if n != 1 {
-				t.Errorf("the root:// upload is on %d servers of site 1, want 1", n)
-			}
+			rootReadAndUpload(t, c, f, root, "/store/v6", want, 1)
 		})
 	}
 }

@@ -24,9 +24,20 @@ func TestRootThroughRedirectors(t *testing.T) {
 	c := client.New()
 	xrdclient.Register(c)
 	root := func(n *fedtest.Node) string { return "root://" + strings.TrimPrefix(n.URL, "http://") + "/" }
+	rootReadAndUpload(t, c, f, root, "/store/root", want, 0)
+	if _, err := c.Stat(t.Context(), root(f.Global)+"/store/root/missing.bin"); err == nil {
+		t.Error("stat of a missing file through the redirector succeeded")
+	}
+}
 
+// rootReadAndUpload copies dir/f.bin (on server 0 of site 1) through the
+// global redirector over root:// and checks that server 0 of site 1
+// answered with want, then uploads it back as dir/up.bin through the
+// redirector of site upSite and checks it landed on one of its servers.
+func rootReadAndUpload(t *testing.T, c *client.Client, f *fedtest.Fed, root func(*fedtest.Node) string, dir string, want []byte, upSite int) {
+	t.Helper()
 	dst := filepath.Join(t.TempDir(), "f.bin")
-	res, err := c.Copy(t.Context(), []string{root(f.Global) + "/store/root/f.bin"}, dst, client.CopyOptions{Streams: 2, Checksum: "adler32"})
+	res, err := c.Copy(t.Context(), []string{root(f.Global) + dir + "/f.bin"}, dst, client.CopyOptions{Streams: 2, Checksum: "adler32"})
 	if err != nil || res[0].Error != "" {
 		t.Fatalf("root:// copy through the global redirector: %v %+v", err, res)
 	}
@@ -35,15 +46,14 @@ func TestRootThroughRedirectors(t *testing.T) {
 		t.Fatal(d)
 	}
 	if res[0].Server != f.Server(1, 0).Addr {
-		t.Errorf("served by %q, want %s", res[0].Server, f.Server(1, 0).Addr)
+		t.Errorf("root:// read served by %q, want %s", res[0].Server, f.Server(1, 0).Addr)
 	}
-
-	if _, err := c.Copy(t.Context(), []string{dst}, root(f.Sites[0].Redirector)+"/store/root/up.bin", client.CopyOptions{Checksum: "adler32"}); err != nil {
-		t.Fatalf("root:// upload through site 0: %v", err)
+	if _, err := c.Copy(t.Context(), []string{dst}, root(f.Sites[upSite].Redirector)+dir+"/up.bin", client.CopyOptions{Checksum: "adler32"}); err != nil {
+		t.Fatalf("root:// upload through site %d: %v", upSite, err)
 	}
 	n := 0
-	for _, s := range f.Sites[0].Servers {
-		if b, err := os.ReadFile(s.LocalPath("/store/root/up.bin")); err == nil {
+	for _, s := range f.Sites[upSite].Servers {
+		if b, err := os.ReadFile(s.LocalPath(dir + "/up.bin")); err == nil {
 			if d := testserver.DiffBytes(b, want); d != "" {
 				t.Fatal(d)
 			}
@@ -51,9 +61,6 @@ func TestRootThroughRedirectors(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("the upload is on %d servers of site 0, want 1", n)
-	}
-	if _, err := c.Stat(t.Context(), root(f.Global)+"/store/root/missing.bin"); err == nil {
-		t.Error("stat of a missing file through the redirector succeeded")
+		t.Errorf("the root:// upload is on %d servers of site %d, want 1", n, upSite)
 	}
 }
