@@ -121,7 +121,7 @@ type reader struct {
 	reqs   []*readReq
 	spare  []byte // an early buffer given back, for the next request's
 	frame  int32  // bytes of reqs[0]'s current frame still on the wire
-	short  bool  // an answer came short: the file ends there
+	short  bool   // an answer came short: the file ends there
 	err    error
 }
 
