@@ -52,10 +52,11 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzParseScopes -fuzztime=30s ./internal/auth/token
 	$(GO) test -run=^$$ -fuzz=FuzzGridMap -fuzztime=30s ./internal/auth/x509auth
 	$(GO) test -run=^$$ -fuzz=FuzzParseZtn -fuzztime=30s ./internal/xrootd/server
+	$(GO) test -run=^$$ -fuzz=FuzzPagesInPlace -fuzztime=30s ./internal/xrootd
 
 ## bench-go: hot-path micro benchmarks.
 bench-go:
-	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan ./internal/auth ./internal/auth/token
+	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan ./internal/auth ./internal/auth/token ./internal/bufpool ./internal/cache
 
 ## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
 bench-serve: build
