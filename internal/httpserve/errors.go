@@ -73,6 +73,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusInsufficientStorage, storage.Brief(err, storage.ErrOverQuota)
 	case errors.Is(err, storage.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, storage.Brief(err, storage.ErrTooLarge)
+	case errors.Is(err, storage.ErrOverloaded):
+		return http.StatusServiceUnavailable, storage.Brief(err, storage.ErrOverloaded)
 	case errors.Is(err, storage.ErrBadPath):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, storage.ErrPermission), errors.Is(err, storage.ErrReadOnly):
@@ -121,6 +123,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		hdr.Del(k)
 	}
 	hdr.Set("X-Content-Type-Options", "nosniff")
+	if errors.Is(err, storage.ErrOverloaded) {
+		hdr.Set("Retry-After", "5") // clients retry the same server (client.Classify)
+	}
 	if c := auth.ChallengeOf(err); c != "" && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 		hdr.Set("WWW-Authenticate", c)
 	} else if status == http.StatusUnauthorized {

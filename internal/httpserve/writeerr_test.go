@@ -54,6 +54,7 @@ func TestPutStorageErrorVsBodyError(t *testing.T) {
 		{"no space", fmt.Errorf("write: %w: %w", storage.ErrNoSpace, syscall.ENOSPC), strings.NewReader(strings.Repeat("x", 100)), 507, "no space"},
 		{"quota", fmt.Errorf("write: %w: %w", storage.ErrOverQuota, syscall.EDQUOT), strings.NewReader(strings.Repeat("x", 100)), 507, "quota"},
 		{"too large", fmt.Errorf("write: %w: %w", storage.ErrTooLarge, syscall.EFBIG), strings.NewReader(strings.Repeat("x", 100)), 413, "too large"},
+		{"out of descriptors", fmt.Errorf("write: %w: %w", storage.ErrOverloaded, syscall.EMFILE), strings.NewReader(strings.Repeat("x", 100)), 503, "file descriptors"},
 		{"body breaks", nil, io.MultiReader(strings.NewReader("abc"), errReader{io.ErrUnexpectedEOF}), 400, "interrupted after 3 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +70,9 @@ func TestPutStorageErrorVsBodyError(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			if rec.Code != tc.want || !strings.Contains(rec.Body.String(), tc.wantMsg) {
 				t.Errorf("status %d %q, want %d with %q", rec.Code, rec.Body, tc.want, tc.wantMsg)
+			}
+			if ra := rec.Header().Get("Retry-After"); (tc.want == 503) != (ra != "") {
+				t.Errorf("Retry-After %q with status %d", ra, rec.Code)
 			}
 			if !be.aborted || be.committed {
 				t.Errorf("aborted %v, committed %v; want aborted", be.aborted, be.committed)

@@ -40,6 +40,10 @@ var (
 	ErrNoSpace   = errors.New("no space left on the storage")
 	ErrOverQuota = errors.New("storage quota exceeded")
 	ErrTooLarge  = errors.New("file too large for the storage")
+	// ErrOverloaded: the server is out of file descriptors or memory
+	// (EMFILE, ENFILE, ENOMEM): not the request's fault and likely to
+	// pass, HTTP 503 with Retry-After, kXR_Overloaded.
+	ErrOverloaded = errors.New("server out of file descriptors or memory")
 	// ErrNameTooLong: a name longer than the storage allows
 	// (ENAMETOOLONG); it always comes with ErrBadPath.
 	ErrNameTooLong = errors.New("name too long")

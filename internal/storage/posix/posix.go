@@ -686,6 +686,8 @@ func mapErr(op, name string, err error) error {
 		sentinel = storage.ErrOverQuota
 	case errors.Is(err, syscall.EFBIG):
 		sentinel = storage.ErrTooLarge
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		sentinel = storage.ErrOverloaded
 	default:
 		return fmt.Errorf("%s %q: %w", op, name, err)
 	}

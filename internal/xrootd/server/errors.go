@@ -60,6 +60,8 @@ func codeOf(err error) (xrootd.ErrorCode, string) {
 		return xrootd.CodeOverQuota, storage.Brief(err, storage.ErrOverQuota)
 	case errors.Is(err, storage.ErrTooLarge):
 		return xrootd.CodeIOError, storage.Brief(err, storage.ErrTooLarge)
+	case errors.Is(err, storage.ErrOverloaded), errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return xrootd.CodeOverloaded, "server out of file descriptors or memory, try again later"
 	case errors.Is(err, storage.ErrPermission):
 		return xrootd.CodeNotAuthorized, err.Error()
 	case errors.Is(err, storage.ErrReadOnly):

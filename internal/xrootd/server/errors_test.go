@@ -22,6 +22,8 @@ func TestWriteCodes(t *testing.T) {
 		{fmt.Errorf("%w: %w", storage.ErrOverQuota, syscall.EDQUOT), xrootd.CodeOverQuota},
 		{syscall.EDQUOT, xrootd.CodeOverQuota},
 		{fmt.Errorf("%w: %w", storage.ErrTooLarge, syscall.EFBIG), xrootd.CodeIOError},
+		{fmt.Errorf("%w: %w", storage.ErrOverloaded, syscall.EMFILE), xrootd.CodeOverloaded},
+		{syscall.ENFILE, xrootd.CodeOverloaded},
 		{fmt.Errorf("%w: %w", storage.ErrReadOnly, syscall.EROFS), xrootd.CodeFSReadOnly},
 		{fmt.Errorf("%w: %w", storage.ErrPermission, syscall.EACCES), xrootd.CodeNotAuthorized},
 		{fmt.Errorf("%w: %w: %w", storage.ErrBadPath, storage.ErrNameTooLong, syscall.ENAMETOOLONG), xrootd.CodeArgTooLong},
