@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"sync"
 	"syscall"
 	"time"
@@ -141,6 +142,10 @@ func Classify(err error) Class {
 			return Retry
 		case se.Code == 503 && se.RetryAfter > 0:
 			return Retry // the server said when: it will be back
+		case se.Code == http.StatusInsufficientStorage:
+			// No space (or quota): sending the bytes again will not make
+			// room, as XRootD's clients treat kXR_NoSpace.
+			return Fatal
 		case se.Code >= 500:
 			return Failover
 		}
