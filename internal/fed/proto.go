@@ -434,24 +434,7 @@ func (r Replica) TriedIn(tried map[string]bool) bool { return triedIn(tried, r.U
 func (m Member) TriedIn(tried map[string]bool) bool { return triedIn(tried, m.URL, m.XRootD) }
 
 func triedIn(tried map[string]bool, u, xrootd string) bool {
-	if len(tried) == 0 {
-		return false
-	}
-	for _, hp := range []string{HostOf(u), strings.ToLower(xrootd)} {
-		if hp == "" {
-			continue
-		}
-		if tried[hp] {
-			return true
-		}
-		// XRootD's clients (xrdcp, XrdCl) name the hosts they failed
-		// with without a port, as cmsd expects: a bare host excludes
-		// every address of that host.
-		if h, _, err := net.SplitHostPort(hp); err == nil && (tried[h] || tried["["+h+"]"]) {
-			return true
-		}
-	}
-	return false
+	return len(tried) > 0 && (tried[HostOf(u)] || (xrootd != "" && tried[strings.ToLower(xrootd)]))
 }
 
 // HostOf returns the host:port of a URL in lower case, "" if it has none.

@@ -261,36 +261,3 @@ func TestValidateStatic(t *testing.T) {
 		t.Errorf("FileURL of a root:// member: %s", got)
 	}
 }
-
-// TestTriedIn: tried= names host:port (wanda's client) or a bare host
-// (XRootD's clients, as cmsd expects), either address of a member, any
-// case, IPv6 with or without brackets.
-func TestTriedIn(t *testing.T) {
-	m := Member{URL: "http://Data1.Example:1094", XRootD: "data1.example:1095"}
-	v6 := Member{URL: "http://[::1]:8443"}
-	for _, tc := range []struct {
-		m     Member
-		tried []string
-		want  bool
-	}{
-		{m, nil, false},
-		{m, []string{"data1.example:1094"}, true},
-		{m, []string{"DATA1.example:1094"}, false}, // parseTried lowers case
-		{m, []string{"data1.example"}, true},
-		{m, []string{"data2.example"}, false},
-		{m, []string{"data1.example:9999"}, false},
-		{m, []string{"data1.example:1095"}, true}, // its root:// address
-		{v6, []string{"[::1]:8443"}, true},
-		{v6, []string{"::1"}, true},
-		{v6, []string{"[::1]"}, true},
-		{v6, []string{"127.0.0.1"}, false},
-	} {
-		tried := map[string]bool{}
-		for _, h := range tc.tried {
-			tried[h] = true
-		}
-		if got := tc.m.TriedIn(tried); got != tc.want {
-			t.Errorf("%s tried %v: %v, want %v", tc.m.URL, tc.tried, got, tc.want)
-		}
-	}
-}
