@@ -22,6 +22,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -46,8 +47,8 @@ func TestBufferBudgetManyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	const budget = config.MinBufferMemory
-	srv := startChildServer(t, dir, "--buffer-memory", "24MiB")
-	idle := srv.rss(t)
+	srv := testserver.StartProcess(t, nil, "server", "--export", "/data="+dir, "--listen", "127.0.0.1:0", "--log-format", "json", "--buffer-memory", "24MiB")
+	idle := srv.RSS()
 	peak := idle
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
@@ -56,7 +57,7 @@ func TestBufferBudgetManyReaders(t *testing.T) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			peak = max(peak, srv.rss(t))
+			peak = max(peak, srv.RSS())
 			select {
 			case <-stopSampling:
 				return

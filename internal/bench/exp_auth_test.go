@@ -5,32 +5,20 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/bench"
-	"github.com/wanda-fed/wanda/internal/cli"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
-// authCLIEnv makes this test binary play the real wanda command line
-// (internal/cli, as cmd/wanda runs it) instead of running the tests: the
-// auth experiment starts `wanda server` children with the token and TLS
-// flags, which the package's fake wanda (exp_fed_test.go) does not take.
-// An external test package may import internal/cli, which imports bench.
-const authCLIEnv = "WANDA_BENCH_TEST_AUTH_CLI"
-
-func init() {
-	if os.Getenv(authCLIEnv) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-}
+// The auth and serve experiments start `wanda server` children with the
+// token, TLS and buffer flags, which the package's fake wanda
+// (exp_fed_test.go) does not take: with testserver.ChildEnv set, the
+// children of this test binary run the real command line.
+func init() { testserver.RunIfChild() }
 
 // needPeer skips when a peer program is missing (fails in CI, which
 // installs them all).
@@ -55,7 +43,7 @@ func TestAuthQuick(t *testing.T) {
 	}
 	needPeer(t, "wrk")
 	needPeer(t, "curl")
-	t.Setenv(authCLIEnv, "1")
+	t.Setenv(testserver.ChildEnv, "1")
 	e, ok := bench.Lookup("auth")
 	if !ok {
 		t.Fatal("experiment auth not registered")

@@ -115,7 +115,7 @@ func TestOrphansRemovedAfterSIGKILL(t *testing.T) {
 		return len(temps) == want && big >= 2
 	})
 
-	a.kill(t)
+	a.Kill(t)
 	orphans := tempFiles(t, dir)
 	if len(orphans) != want {
 		t.Fatalf("after SIGKILL: temp files %v, want %d", orphans, want)

@@ -35,10 +35,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		// Started by startChild: this process is `wanda ARGS...`.
-		os.Exit(runChild())
-	}
+	// Started by startChild: this process is `wanda ARGS...`.
+	testserver.RunIfChild()
 	var err error
 	tmpRoot, err = os.MkdirTemp("", "wanda-interop-")
 	if err != nil {
