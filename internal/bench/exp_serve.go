@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
 
@@ -92,7 +91,7 @@ func (e *serveEnv) next(r *Run, point string) {
 	r.Step(point, e.step, max(e.steps, e.step))
 }
 
-// httpBase is each server's HTTP base URL for a path of the data directory.
+// httpURL is a server's HTTP URL of a file of the data directory.
 func (e *serveEnv) httpURL(srv, name string) string {
 	switch srv {
 	case srvWanda:
@@ -148,7 +147,7 @@ func runServeExp(ctx context.Context, r *Run) error {
 	if e.xrd != nil {
 		nRoot = 2
 	}
-	for p, n := range map[string]int{"http": r.Reps() * 2 * nHTTP, "root": r.Reps() * 10 * nRoot / 2 * 2 / 2,
+	for p, n := range map[string]int{"http": r.Reps() * 2 * nHTTP, "root": r.Reps() * 5 * nRoot, // 2 kinds x 2 stream counts + readv, per server
 		"load": r.Reps() * 2 * nHTTP, "memory": r.Reps() * 6 * nRoot, "idle": 2 * max(nRoot, 1)} {
 		if parts[p] {
 			e.steps += n
@@ -476,6 +475,3 @@ func serveWrk(ctx context.Context, url, hdr string, conns int, d time.Duration) 
 	}
 	return w, nil
 }
-
-// serveSize is a byte count for the report.
-func serveSize(n int64) string { return client.FormatBytes(n) }

@@ -7,12 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
@@ -59,7 +58,7 @@ func serveMemory(ctx context.Context, r *Run, e *serveEnv, s *serveSummary) erro
 		{"peak RSS: one xrdcp (pgread)", xrdcpLoad("", 1, 1, e.big), "xrdcp"},
 		{"peak RSS: one xrdcp (kXR_read)", xrdcpLoad("XRD_CPUSEPGWRTRD=0", 1, 1, e.big), "xrdcp"},
 		{"peak RSS: xrdcp --streams 4 (pgread)", xrdcpLoad("", 4, 1, e.big), "xrdcp"},
-		{fmt.Sprintf("peak RSS: %d concurrent xrdcp of %s (pgread)", conc, serveSize(min(e.size, 64<<20))), xrdcpLoad("", 1, conc, e.mid), "xrdcp"},
+		{fmt.Sprintf("peak RSS: %d concurrent xrdcp of %s (pgread)", conc, client.FormatBytes(min(e.size, 64<<20))), xrdcpLoad("", 1, conc, e.mid), "xrdcp"},
 		{fmt.Sprintf("peak RSS: 8 wrk connections of %d-range requests", r.Int("ranges")), wrkLoad(e.mid, rangeHdr, 8), "wrk"},
 		{fmt.Sprintf("peak RSS: %d wrk connections of 1 MiB GETs", conns), wrkLoad(e.mib, "", conns), "wrk"},
 	}
@@ -145,24 +144,8 @@ func serveMeasureLoad(ctx context.Context, r *Run, e *serveEnv, srv string, load
 
 // serveRSS reads a process's VmRSS and RssAnon (KiB).
 func serveRSS(pid int) (rss, anon int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = n
-		case "RssAnon":
-			anon = n
-		}
-	}
-	return rss, anon, nil
+	kb, err := procStatusKiB(pid, "VmRSS", "RssAnon")
+	return kb[0], kb[1], err
 }
 
 // serveIdle opens idle connections to a fresh server and reports the RSS
@@ -187,7 +170,7 @@ func serveIdle(ctx context.Context, r *Run, e *serveEnv, s *serveSummary) error 
 			r.Row("part", "idle", "line", line, "server", srv, "value", netRound(kib, 2), "unit", "KiB", "rep", 1)
 		}
 		s.addAtMost(line, "KiB", vals, srvXRootD, 0)
-		s.absolute(line, "KiB", vals[srvWanda], 20)
+		s.absolute(line, "KiB", 20)
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func (s *serveSummary) addAtMost(line, unit string, vals map[string]float64, ref
 }
 
 // absolute bounds wanda's own median value of line (at most bound).
-func (s *serveSummary) absolute(line, unit string, _ float64, bound float64) {
+func (s *serveSummary) absolute(line, unit string, bound float64) {
 	s.get(line, unit).abs = bound
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,21 +184,35 @@ func readProcUsage(pid int) (procUsage, error) {
 		return u, errors.New("malformed times in /proc/PID/stat")
 	}
 	u.CPU = time.Duration(ut+st) * time.Second / clockTick
+	kb, err := procStatusKiB(pid, "VmRSS")
+	u.RSS = kb[0] << 10
+	return u, err
+}
+
+// procStatusKiB reads fields of /proc/PID/status given in kB ("VmRSS",
+// "RssAnon"), in KiB, in the order asked.
+func procStatusKiB(pid int, keys ...string) ([]int64, error) {
+	out := make([]int64, len(keys))
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return u, err
+		return out, err
 	}
+	found := 0
 	for _, line := range strings.Split(string(s), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		k, v, ok := strings.Cut(line, ":")
+		if i := slices.Index(keys, k); ok && i >= 0 {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return u, fmt.Errorf("VmRSS %q: %w", v, err)
+				return out, fmt.Errorf("%s %q: %w", k, v, err)
 			}
-			u.RSS = kb << 10
-			return u, nil
+			out[i] = n
+			found++
 		}
 	}
-	return u, errors.New("no VmRSS in /proc/PID/status")
+	if found < len(keys) {
+		return out, fmt.Errorf("not all of %v in /proc/%d/status", keys, pid)
+	}
+	return out, nil
 }
 
 // scrapeGauge reads one unlabelled-by-us gauge (the first sample of

@@ -32,6 +32,10 @@ var Classes = [...]int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
 // MaxSize is the largest buffer a Pool hands out.
 const MaxSize = 16<<20 + 64<<10
 
+// DefaultLimit is the budget of a server that configured none
+// (server.buffer_memory's default).
+const DefaultLimit = 64 << 20
+
 // ErrTooLarge is returned for a request larger than MaxSize or than the
 // whole budget.
 var ErrTooLarge = errors.New("bufpool: buffer larger than the budget allows")

@@ -38,17 +38,6 @@ func Redact(u *url.URL) string {
 	return v.Redacted()
 }
 
-// RedactString is Redact of a URL in text form; text that does not parse
-// is cut at its query.
-func RedactString(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		s, _, _ = strings.Cut(s, "?")
-		return s
-	}
-	return Redact(u)
-}
-
 func hasSensitive(rawQuery string) bool {
 	for kv := range strings.SplitSeq(rawQuery, "&") {
 		if k, _, _ := strings.Cut(kv, "="); isSensitive(k) {

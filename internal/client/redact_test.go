@@ -35,15 +35,9 @@ func TestRedact(t *testing.T) {
 		if got := client.Redact(u); got != tc.want {
 			t.Errorf("Redact(%s) = %s, want %s", tc.in, got, tc.want)
 		}
-		if got := client.RedactString(tc.in); got != tc.want {
-			t.Errorf("RedactString(%s) = %s, want %s", tc.in, got, tc.want)
-		}
 	}
 	if got := client.Redact(nil); got != "" {
 		t.Errorf("Redact(nil) = %q", got)
-	}
-	if got := client.RedactString("http://h/p\x7f?authz=SECRET"); strings.Contains(got, "SECRET") {
-		t.Errorf("RedactString of an unparsable URL = %q", got)
 	}
 }
 
@@ -78,10 +72,10 @@ func TestTokenInQueryNeverShown(t *testing.T) {
 	q := "?authz=Bearer%20" + secret
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, u := range []string{"http://" + dead + "/f" + q, srv.URL + "/missing" + q, srv.URL + "/loop" + q} {
+	for i, u := range []string{"http://" + dead + "/f" + q, srv.URL + "/missing" + q, srv.URL + "/loop" + q} {
 		_, err := c.Stat(ctx, u)
 		if err == nil {
-			t.Fatalf("stat %s: no error", client.RedactString(u))
+			t.Fatalf("stat of URL %d: no error", i)
 		}
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error shows the token: %v", err)

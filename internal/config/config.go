@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"os"
 	"slices"
 	"strings"
@@ -153,7 +154,7 @@ func Default() Config {
 			ShutdownTimeout: 30 * time.Second,
 			Federation:      Federation{Heartbeat: 5 * time.Second},
 			XRootD:          XRootD{Enabled: true},
-			BufferMemory:    64 << 20,
+			BufferMemory:    bufpool.DefaultLimit,
 			OrphanSweep: OrphanSweep{
 				Enabled: true, Interval: 5 * time.Minute, MinAge: 10 * time.Minute, UnlockedAge: 24 * time.Hour,
 			},

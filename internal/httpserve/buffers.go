@@ -7,9 +7,6 @@ import (
 	"github.com/wanda-fed/wanda/internal/bufpool"
 )
 
-// DefaultBuffers is the buffer budget of a Handler given none.
-const DefaultBuffers = 64 << 20
-
 // multipartBuffer is the response buffer of a multi-range answer: small
 // parts are read straight into it and it goes out in one write.
 const multipartBuffer = 256 << 10

@@ -42,7 +42,7 @@ type Options struct {
 	ParallelPutIdleTimeout time.Duration
 	// Buffers is the budget that multi-range answers and upload copies
 	// take their buffers from (shared with root:// in a wanda process);
-	// nil: DefaultBuffers for this handler alone.
+	// nil: a budget of bufpool.DefaultLimit for this handler alone.
 	Buffers *bufpool.Pool
 	// MaxParallelPuts bounds the parallel uploads in progress; parts that
 	// would start one more get 503 (default 1024).
@@ -68,7 +68,7 @@ func New(opts Options) *Handler {
 		opts.Auth = auth.ExportPolicy{}
 	}
 	if opts.Buffers == nil {
-		opts.Buffers = bufpool.New(DefaultBuffers)
+		opts.Buffers = bufpool.New(bufpool.DefaultLimit)
 	}
 	if opts.ParallelPutIdleTimeout <= 0 {
 		opts.ParallelPutIdleTimeout = defaultPartIdle

@@ -49,7 +49,7 @@ type Options struct {
 	// from (request data, reads that cannot use sendfile, readv, pgread,
 	// listings), shared with the HTTP front-end in a wanda process; a
 	// request waits for room, it never allocates past it. Nil: a budget
-	// of DefaultBuffers for this server alone.
+	// of bufpool.DefaultLimit for this server alone.
 	Buffers *bufpool.Pool
 	// MaxReadSize is the most file data sent in one response frame;
 	// longer kXR_read answers go in kXR_oksofar parts (default 4 MiB).
@@ -152,9 +152,6 @@ type Server struct {
 	perIP    map[string]int
 }
 
-// DefaultBuffers is the buffer budget of a Server given none.
-const DefaultBuffers = 64 << 20
-
 // NewServer returns a Server.
 func NewServer(opts Options) *Server {
 	if opts.Log == nil {
@@ -181,7 +178,7 @@ func NewServer(opts Options) *Server {
 	}
 	opts.MaxConnMemory = max(opts.MaxConnMemory, bufpool.SizeOf(opts.MaxRequestData))
 	if opts.Buffers == nil {
-		opts.Buffers = bufpool.New(DefaultBuffers)
+		opts.Buffers = bufpool.New(bufpool.DefaultLimit)
 	}
 	if opts.MaxOpenFiles <= 0 {
 		opts.MaxOpenFiles = 4096
