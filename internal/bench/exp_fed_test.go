@@ -124,7 +124,7 @@ func TestRedirectQuick(t *testing.T) {
 	}
 	for _, level := range redirectLevels {
 		for _, pass := range []string{"cold", "cached"} {
-			got := netRows(rows, "level", level, "pass", pass, "system", "wanda", "proto", "http")
+			got := selectRows(rows, "level", level, "pass", pass, "system", "wanda", "proto", "http")
 			if len(got) != 1 {
 				t.Fatalf("level %s pass %s: %d rows, want 1", level, pass, len(got))
 			}
@@ -162,7 +162,7 @@ func TestRedirectRTT(t *testing.T) {
 	const rtt = 20 * time.Millisecond
 	r := fedExecute(t, "redirect", map[string]string{"files": "16", "reads": "8", "levels": "direct global", "rtt": "20ms", "proto": "http"})
 	median := func(level, pass string) float64 {
-		got := netRows(r.Rows(), "level", level, "pass", pass)
+		got := selectRows(r.Rows(), "level", level, "pass", pass)
 		if len(got) != 1 {
 			t.Fatalf("level %s pass %s: %d rows, want 1", level, pass, len(got))
 		}
@@ -200,9 +200,9 @@ func TestRedirectRTT(t *testing.T) {
 func TestRedirectRootQuick(t *testing.T) {
 	r := fedExecute(t, "redirect", map[string]string{"files": "16", "reads": "8", "levels": "direct site global", "proto": "root"})
 	rows := r.Rows()
-	haveXRootD := len(netRows(rows, "system", "xrootd")) > 0
+	haveXRootD := len(selectRows(rows, "system", "xrootd")) > 0
 	clients := []string{"wanda"}
-	if len(netRows(rows, "client", "xrdcl")) > 0 {
+	if len(selectRows(rows, "client", "xrdcl")) > 0 {
 		clients = append(clients, "xrdcl")
 	}
 	if !haveXRootD || len(clients) == 1 {
@@ -221,7 +221,7 @@ func TestRedirectRootQuick(t *testing.T) {
 			for _, level := range levels {
 				for _, pass := range []string{"cold", "cached"} {
 					n++
-					got := netRows(rows, "level", level, "system", system, "proto", "root", "client", c, "pass", pass)
+					got := selectRows(rows, "level", level, "system", system, "proto", "root", "client", c, "pass", pass)
 					if len(got) != 1 {
 						t.Fatalf("%s %s %s %s: %d rows, want 1", system, c, level, pass, len(got))
 					}

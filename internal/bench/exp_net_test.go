@@ -44,21 +44,6 @@ func netExecute(t *testing.T, name string, set map[string]string) *Run {
 	return r
 }
 
-// netRows returns the rows whose columns equal the given values.
-func netRows(rows []Row, kv ...any) []Row {
-	var out []Row
-next:
-	for _, row := range rows {
-		for i := 0; i < len(kv); i += 2 {
-			if row.Get(kv[i].(string)) != kv[i+1] {
-				continue next
-			}
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
 func netFloat(t *testing.T, row Row, col string) float64 {
 	t.Helper()
 	v, ok := toFloat(row.Get(col))
@@ -92,16 +77,16 @@ func TestRTTQuick(t *testing.T) {
 	}
 	for _, rtt := range []int64{0, 20} {
 		for _, s := range []int{1, 4} {
-			if got := netRows(rows, "rtt_ms", rtt, "client", "wanda", "streams", s); len(got) != 1 {
+			if got := selectRows(rows, "rtt_ms", rtt, "client", "wanda", "streams", s); len(got) != 1 {
 				t.Errorf("rtt %d wanda %d streams: %d rows, want 1", rtt, s, len(got))
 			}
 		}
-		if hasCurl == nil && len(netRows(rows, "rtt_ms", rtt, "client", "curl")) != 1 {
+		if hasCurl == nil && len(selectRows(rows, "rtt_ms", rtt, "client", "curl")) != 1 {
 			t.Errorf("rtt %d: no curl row", rtt)
 		}
 	}
-	one := netRows(rows, "rtt_ms", int64(20), "client", "wanda", "streams", 1)
-	four := netRows(rows, "rtt_ms", int64(20), "client", "wanda", "streams", 4)
+	one := selectRows(rows, "rtt_ms", int64(20), "client", "wanda", "streams", 1)
+	four := selectRows(rows, "rtt_ms", int64(20), "client", "wanda", "streams", 4)
 	if len(one) == 1 && len(four) == 1 {
 		m1, m4 := netFloat(t, one[0], "mb_s"), netFloat(t, four[0], "mb_s")
 		netWithin(t, "wanda, 1 stream, RTT 20 ms, 512 KiB window", m1, netTestWindowRate, 0.25)
@@ -114,20 +99,20 @@ func TestRTTQuick(t *testing.T) {
 			t.Errorf("link_fraction %v out of (0, 1]", lf)
 		}
 	}
-	if c := netRows(rows, "rtt_ms", int64(20), "client", "curl"); len(c) == 1 {
+	if c := selectRows(rows, "rtt_ms", int64(20), "client", "curl"); len(c) == 1 {
 		netWithin(t, "curl, RTT 20 ms, 512 KiB window", netFloat(t, c[0], "mb_s"), netTestWindowRate, 0.30)
 	}
 	for _, rtt := range []int64{0, 20} {
-		if got := netRows(rows, "rtt_ms", rtt, "client", "wanda cp root://", "streams", 4); len(got) != 1 {
+		if got := selectRows(rows, "rtt_ms", rtt, "client", "wanda cp root://", "streams", 4); len(got) != 1 {
 			t.Errorf("rtt %d: %d wanda cp root:// rows, want 1", rtt, len(got))
 		}
 		if _, err := exec.LookPath("xrdcp"); err == nil {
-			if got := netRows(rows, "rtt_ms", rtt, "client", "xrdcp from wanda", "streams", 4); len(got) != 1 {
+			if got := selectRows(rows, "rtt_ms", rtt, "client", "xrdcp from wanda", "streams", 4); len(got) != 1 {
 				t.Errorf("rtt %d: %d xrdcp from wanda rows, want 1", rtt, len(got))
 			}
 		}
 	}
-	if w := netRows(rows, "rtt_ms", int64(20), "client", "wanda cp root://", "streams", 4); len(w) == 1 {
+	if w := selectRows(rows, "rtt_ms", int64(20), "client", "wanda cp root://", "streams", 4); len(w) == 1 {
 		// Four root:// streams at RTT 20 ms move at least about one
 		// window per RTT (16 MiB is too short for more to show: each
 		// connection's handshake, protocol and login take round trips).
@@ -135,7 +120,7 @@ func TestRTTQuick(t *testing.T) {
 			t.Errorf("wanda cp root:// with 4 streams at RTT 20 ms: %.1f MB/s, below one window/RTT (%.1f)", m, netTestWindowRate)
 		}
 	}
-	if len(netRows(rows, "client", "xrdcp")) == 0 {
+	if len(selectRows(rows, "client", "xrdcp")) == 0 {
 		t.Log("no xrdcp rows (xrdcp or xrootd not installed, or not runnable here)")
 	}
 	if len(r.Series()) != len(rows) {
@@ -153,8 +138,8 @@ func TestSmallFilesQuick(t *testing.T) {
 		t.Log(row.Cols, row.Vals)
 	}
 	const rtt = 0.020
-	w1 := netRows(rows, "client", "wanda", "parallel", 1)
-	w8 := netRows(rows, "client", "wanda", "parallel", 8)
+	w1 := selectRows(rows, "client", "wanda", "parallel", 1)
+	w8 := selectRows(rows, "client", "wanda", "parallel", 8)
 	if len(w1) != 1 || len(w8) != 1 {
 		t.Fatalf("wanda rows: %d at parallel 1, %d at 8; want 1 each", len(w1), len(w8))
 	}
@@ -173,8 +158,8 @@ func TestSmallFilesQuick(t *testing.T) {
 	if hasCurl != nil {
 		return
 	}
-	loop := netRows(rows, "client", "curl-loop")
-	ka := netRows(rows, "client", "curl-keepalive")
+	loop := selectRows(rows, "client", "curl-loop")
+	ka := selectRows(rows, "client", "curl-keepalive")
 	if len(loop) != 1 || len(ka) != 1 {
 		t.Fatalf("curl rows: %d loop, %d keep-alive; want 1 each", len(loop), len(ka))
 	}
@@ -196,8 +181,8 @@ func TestBaselineQuick(t *testing.T) {
 		t.Log(row.Cols, row.Vals)
 	}
 	for _, s := range []int{1, 2} {
-		d := netRows(rows, "path", "direct", "streams", s, "tool", "go")
-		w := netRows(rows, "path", "wan", "streams", s, "tool", "go")
+		d := selectRows(rows, "path", "direct", "streams", s, "tool", "go")
+		w := selectRows(rows, "path", "wan", "streams", s, "tool", "go")
 		if len(d) != 1 || len(w) != 1 {
 			t.Fatalf("%d streams: %d direct and %d wan rows, want 1 each", s, len(d), len(w))
 		}
@@ -208,7 +193,7 @@ func TestBaselineQuick(t *testing.T) {
 		netWithin(t, "go over the wan path", netFloat(t, w[0], "mb_s"), float64(s)*netTestWindowRate, 0.25)
 	}
 	if _, err := exec.LookPath("iperf3"); err == nil {
-		ip := netRows(rows, "path", "wan", "streams", 1, "tool", "iperf3")
+		ip := selectRows(rows, "path", "wan", "streams", 1, "tool", "iperf3")
 		if len(ip) != 1 {
 			t.Fatalf("iperf3 installed but %d wan rows", len(ip))
 		}

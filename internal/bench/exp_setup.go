@@ -336,7 +336,7 @@ func setupSummary(rows []Row, protos []string, sizes []int64) string {
 	b.WriteString("| proto | size MB | seconds | link fraction | goal | first byte (RTTs) | data phase (link fraction) | tail ms |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range protos {
 		for _, size := range sizes {
-			sel := setupRows(rows, "proto", p, "size_mb", float64(size)/1e6)
+			sel := selectRows(rows, "proto", p, "size_mb", float64(size)/1e6)
 			if len(sel) == 0 {
 				continue
 			}
@@ -364,8 +364,9 @@ func setupSummary(rows []Row, protos []string, sizes []int64) string {
 	return b.String()
 }
 
-// setupRows selects rows by column values.
-func setupRows(rows []Row, kv ...any) []Row {
+// selectRows picks the rows whose columns equal the given values
+// (column, value, column, value...).
+func selectRows(rows []Row, kv ...any) []Row {
 	var out []Row
 next:
 	for _, row := range rows {

@@ -20,11 +20,11 @@ func TestXRootDQuick(t *testing.T) {
 		t.Log(row.Cols, row.Vals)
 	}
 	for _, s := range []int{1, 2} {
-		if got := netRows(rows, "test", "copy", "client", "wanda cp", "streams", s, "server", "wanda"); len(got) != 1 {
+		if got := selectRows(rows, "test", "copy", "client", "wanda cp", "streams", s, "server", "wanda"); len(got) != 1 {
 			t.Errorf("wanda cp --streams %d from wanda: %d rows, want 1", s, len(got))
 		}
 	}
-	if got := netRows(rows, "test", "readv", "client", "wanda", "server", "wanda"); len(got) != 1 {
+	if got := selectRows(rows, "test", "readv", "client", "wanda", "server", "wanda"); len(got) != 1 {
 		t.Fatalf("readv wanda against wanda: %d rows, want 1", len(got))
 	} else if rps := netFloat(t, got[0], "req_s"); rps <= 0 {
 		t.Errorf("readv wanda against wanda: %.1f requests/s", rps)
@@ -34,19 +34,19 @@ func TestXRootDQuick(t *testing.T) {
 			t.Errorf("%v: no rate", row.Vals)
 		}
 	}
-	haveXrd := len(netRows(rows, "server", "xrootd")) > 0
+	haveXrd := len(selectRows(rows, "server", "xrootd")) > 0
 	if !haveXrd {
 		t.Log("no XRootD rows (xrootd not installed or not runnable here)")
 		return
 	}
-	for _, row := range netRows(rows, "server", "wanda") {
+	for _, row := range selectRows(rows, "server", "wanda") {
 		if v, ok := toFloat(row.Get("vs_xrootd")); !ok || v <= 0 {
 			t.Errorf("%v: no ratio to XRootD", row.Vals)
 		}
 	}
 	if _, err := exec.LookPath("xrdcp"); err == nil {
 		for _, env := range []string{"-", "XRD_CPUSEPGWRTRD=0"} {
-			if got := netRows(rows, "test", "copy", "client", "xrdcp", "env", env, "server", "xrootd"); len(got) != 2 {
+			if got := selectRows(rows, "test", "copy", "client", "xrdcp", "env", env, "server", "xrootd"); len(got) != 2 {
 				t.Errorf("xrdcp (env %s) from xrootd: %d rows, want 2 (1 and 2 streams)", env, len(got))
 			}
 		}
