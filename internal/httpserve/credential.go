@@ -67,12 +67,7 @@ func Gate(next http.Handler, a auth.Authorizer, skip func(path string) bool) htt
 			next.ServeHTTP(w, r)
 			return
 		}
-		op, ok := opOf(r.Method)
-		if !ok && r.Method == http.MethodOptions && r.URL.Path != "*" {
-			// A redirector answers OPTIONS on a path with a redirect to
-			// a member: only those who may read the path learn where.
-			op, ok = auth.Read, true
-		}
+		op, ok := opOf(r.Method, r.URL.Path)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -90,10 +85,14 @@ func Gate(next http.Handler, a auth.Authorizer, skip func(path string) bool) htt
 }
 
 // opOf maps a method to the operation it asks for.
-func opOf(method string) (auth.Op, bool) {
+// OPTIONS on a path is a read: a redirector answers it with a redirect to
+// a member, and only those who may read the path learn where.
+func opOf(method, path string) (auth.Op, bool) {
 	switch method {
 	case http.MethodGet, http.MethodHead:
 		return auth.Read, true
+	case http.MethodOptions:
+		return auth.Read, path != "*"
 	case "PROPFIND":
 		return auth.List, true
 	case http.MethodPut:
