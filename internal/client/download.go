@@ -86,23 +86,23 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	}
 	res.Streams = max(streams, 0)
 
-	dev, err := openDevice(dst, plan, streams)
+	// A device (/dev/null) is written in place: nothing to rename,
+	// resume or remove.
+	part, err := openDevice(dst, plan, streams)
 	if err != nil {
 		return nil, err
 	}
-	var part *os.File
+	device := part != nil
 	var done []Range
-	if dev != nil {
-		// A device (/dev/null): written in place, nothing to rename,
-		// resume or remove.
-		part = dev
-	} else if part, done, err = openPart(ctx, c, src, info, dst, o.Continue); err != nil {
-		return nil, err
+	if !device {
+		if part, done, err = openPart(ctx, c, src, info, dst, o.Continue); err != nil {
+			return nil, err
+		}
 	}
 	keep := false // keep the part for --continue (interrupted, not wrong)
 	defer func() {
 		part.Close()
-		if !keep && dev == nil {
+		if !keep && !device {
 			removePartial(dst)
 		}
 	}()
@@ -113,7 +113,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 	res.Resumed = resumed
 
 	t := c.newTransfer(src, info, plan, o, streams, part, done, res, bar, notDir)
-	t.device = dev != nil
+	t.device = device
 	ctx, t.cancel = context.WithCancelCause(ctx)
 	t.ctx = ctx
 	defer func() {
@@ -124,7 +124,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 
 	followed := t.follow()
 	stopSaver := func(bool) {}
-	if dev == nil {
+	if !device {
 		stopSaver = startSaver(part, t.s, src, dst, t.known, o.Sync)
 	}
 	if t.streams > 1 && len(plan.ask) > 0 {
@@ -146,7 +146,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		// Wrong (not found, changed, our disk): nothing worth keeping.
 		// Nothing received: nothing to keep (no part file full of holes).
 		keep = (errors.Is(runErr, context.Canceled) || Classify(runErr) != Fatal) && res.Bytes > 0
-		if keep && dev == nil {
+		if keep && !device {
 			runErr = fmt.Errorf("%w (the %s received so far are kept: rerun with --continue to resume)", runErr, FormatBytes(res.Bytes))
 		}
 		return learned, runErr
@@ -163,7 +163,7 @@ func (c *Client) downloadOnce(ctx context.Context, src *url.URL, info *Info, dst
 		return learned, err
 	}
 	t.cancel(nil) // the checksum question, if still out, is not needed
-	if dev != nil {
+	if device {
 		return learned, nil
 	}
 	if err := publishPart(part, dst, info.ModTime, o); err != nil {
