@@ -22,7 +22,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
-	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -47,7 +47,7 @@ func TestBufferBudgetManyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	const budget = config.MinBufferMemory
-	srv := testserver.StartProcess(t, nil, "server", "--export", "/data="+dir, "--listen", "127.0.0.1:0", "--log-format", "json", "--buffer-memory", "24MiB")
+	srv := testproc.StartProcess(t, nil, "server", "--export", "/data="+dir, "--listen", "127.0.0.1:0", "--log-format", "json", "--buffer-memory", "24MiB")
 	idle := srv.RSS()
 	peak := idle
 	stopSampling := make(chan struct{})

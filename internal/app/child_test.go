@@ -1,7 +1,7 @@
 package app_test
 
-import "github.com/wanda-fed/wanda/internal/testserver"
+import "github.com/wanda-fed/wanda/internal/testproc"
 
-// A `wanda server` child process (testserver.StartProcess) is this test
+// A `wanda server` child process (testproc.StartProcess) is this test
 // binary run as the command line.
-func init() { testserver.RunIfChild() }
+func init() { testproc.RunIfChild() }

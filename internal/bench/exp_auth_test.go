@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/bench"
-	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/testproc"
 )
 
 // The auth and serve experiments start `wanda server` children with the
 // token, TLS and buffer flags, which the package's fake wanda
-// (exp_fed_test.go) does not take: with testserver.ChildEnv set, the
+// (exp_fed_test.go) does not take: with testproc.ChildEnv set, the
 // children of this test binary run the real command line.
-func init() { testserver.RunIfChild() }
+func init() { testproc.RunIfChild() }
 
 // needPeer skips when a peer program is missing (fails in CI, which
 // installs them all).
@@ -43,7 +43,7 @@ func TestAuthQuick(t *testing.T) {
 	}
 	needPeer(t, "wrk")
 	needPeer(t, "curl")
-	t.Setenv(testserver.ChildEnv, "1")
+	t.Setenv(testproc.ChildEnv, "1")
 	e, ok := bench.Lookup("auth")
 	if !ok {
 		t.Fatal("experiment auth not registered")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/bench"
-	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/testproc"
 )
 
 // TestServeQuick runs the serve experiment's quick preset with smaller
@@ -22,7 +22,7 @@ func TestServeQuick(t *testing.T) {
 	for _, p := range []string{"curl", "wrk", "iperf3", "nginx", "xrootd", "xrdcp", "python3"} {
 		needPeer(t, p)
 	}
-	t.Setenv(testserver.ChildEnv, "1") // children run the real command line
+	t.Setenv(testproc.ChildEnv, "1") // children run the real command line
 	e, ok := bench.Lookup("serve")
 	if !ok {
 		t.Fatal("experiment serve not registered")

@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/storage/posix"
-	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/testproc"
 )
 
 // startChild runs `wanda ARGS...` as a child process (the test binary,
-// testserver.RunIfChild in TestMain; ARGS must ask for JSON logs) and
+// testproc.RunIfChild in TestMain; ARGS must ask for JSON logs) and
 // waits until it serves; the test's end stops it.
-func startChild(t *testing.T, args ...string) *testserver.Process {
+func startChild(t *testing.T, args ...string) *testproc.Process {
 	t.Helper()
-	return testserver.StartProcess(t, cleanEnv(), args...)
+	return testproc.StartProcess(t, cleanEnv(), args...)
 }
 
 // waitFor polls cond until it holds, failing the test after d.

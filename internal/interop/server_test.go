@@ -19,6 +19,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
@@ -36,7 +37,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// Started by startChild: this process is `wanda ARGS...`.
-	testserver.RunIfChild()
+	testproc.RunIfChild()
 	var err error
 	tmpRoot, err = os.MkdirTemp("", "wanda-interop-")
 	if err != nil {

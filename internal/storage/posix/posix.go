@@ -282,7 +282,13 @@ func (b *Backend) createTemp(name string, opts storage.CreateOptions, mode int) 
 			return nil, "", nil, fmt.Errorf("create %q: parent %w", name, storage.ErrNotDir)
 		}
 	}
-	for range 3 {
+	// A sweep may take a temp file in the moment between its creation and
+	// its lock (only with min_age 0; by default a fresh file is young): a
+	// new name is tried. Losing that race many times running takes sweeps
+	// back to back on a machine too busy to run this goroutine between two
+	// system calls; 16 tries make it practically impossible.
+	const createTries = 16
+	for range createTries {
 		tmp := tempName(dir)
 		f, err := b.root.OpenFile(tmp, mode|os.O_CREATE|os.O_EXCL, b.opts.FileMode)
 		if err != nil {
@@ -303,7 +309,7 @@ func (b *Backend) createTemp(name string, opts storage.CreateOptions, mode int) 
 		}
 		return f, tmp, l, nil
 	}
-	return nil, "", nil, fmt.Errorf("create %q: temp file removed by a sweep three times running", name)
+	return nil, "", nil, fmt.Errorf("create %q: temp file removed by a sweep %d times running", name, createTries)
 }
 
 // testHookCreated, when set by a test, runs between a temp file's creation

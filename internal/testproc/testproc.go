@@ -1,4 +1,9 @@
-package testserver
+// Package testproc runs this test binary as a real `wanda` process for
+// tests that need one (its memory its own, SIGKILL, restart): RunIfChild
+// in the test package's init or TestMain, StartProcess in the test. It is
+// apart from testserver because it imports the command line, whose own
+// tests use testserver.
+package testproc
 
 import (
 	"bufio"
