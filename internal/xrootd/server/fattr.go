@@ -104,6 +104,9 @@ func (ss *session) fattrTarget(ctx context.Context, fr xrootd.FattrRequest, path
 		return target{}, errorf(xrootd.CodeFileNotOpen, "fattr does not refer to an open file")
 	}
 	f.refs.Done() // only its name is used
+	if write && f.tpc != nil {
+		return target{}, errorf(xrootd.CodeInvalidRequest, "fattr request modifies the destination of a third-party copy: set its attributes after kXR_close")
+	}
 	if write && f.w == nil {
 		return target{}, errorf(xrootd.CodeInvalidRequest, "fattr request modifies a file open for reading")
 	}

@@ -22,13 +22,19 @@ type openFile struct {
 	f    storage.File
 	info storage.FileInfo // at open
 
-	w *writer
+	w   *writer
+	tpc *tpcJob // the destination of a third-party copy (tpcdst.go)
+
+	onClose func() // when set, run at close
 }
 
 // source returns what reads of the file read, and its size.
 func (f *openFile) source() (io.ReaderAt, int64, error) {
 	if f.f != nil {
 		return f.f, f.info.Size, nil
+	}
+	if f.tpc != nil {
+		return nil, 0, errorf(xrootd.CodeNotAuthorized, "/%s is the destination of a third-party copy: the server writes it", f.logical)
 	}
 	if ra, size, ok := f.w.readable(); ok {
 		return ra, size, nil
@@ -45,6 +51,11 @@ func (f *openFile) stat() storage.FileInfo {
 		return f.info
 	}
 	fi := f.info
+	if f.tpc != nil {
+		// The bytes copied so far (xrdcp's progress).
+		fi.Size = f.tpc.bytes.Load()
+		return fi
+	}
 	fi.Size = f.w.written()
 	fi.ModTime = time.Now()
 	return fi
@@ -53,6 +64,12 @@ func (f *openFile) stat() storage.FileInfo {
 // close releases the file. An upload or update is committed unless abort
 // is set or it is incomplete or failed, in which case it is discarded.
 func (f *openFile) close(ctx context.Context, abort bool) error {
+	if f.onClose != nil {
+		f.onClose()
+	}
+	if f.tpc != nil {
+		return f.tpc.close(abort)
+	}
 	if f.f != nil {
 		return f.f.Close()
 	}
@@ -63,7 +80,8 @@ func (f *openFile) close(ctx context.Context, abort bool) error {
 }
 
 // open answers kXR_open: for reading, or for writing (openWrite: a new
-// file, or a change of an existing one).
+// file, or a change of an existing one). An open for reading with
+// tpc.key is part of a third-party copy (openSource).
 func (ss *session) open(ctx context.Context, r *request) error {
 	o := xrootd.DecodeOpen(r.hdr.Body)
 	if o.Options&(xrootd.OpenNew|xrootd.OpenDelete|xrootd.OpenUpdate|xrootd.OpenWriteOnly|xrootd.OpenAppend) != 0 {
@@ -73,9 +91,19 @@ func (ss *session) open(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	if key := cgiValue(t.cgi, "tpc.key"); key != "" {
+		return ss.openSource(ctx, r, o, t, key)
+	}
 	if err := ss.authorize(ctx, auth.Read, t); err != nil {
 		return err
 	}
+	return ss.openRead(ctx, r, o, t, nil, nil)
+}
+
+// openRead opens t, authorized, for reading and answers. opened, when
+// set, runs once the file is open and may still refuse; onClose runs when
+// the file is closed.
+func (ss *session) openRead(ctx context.Context, r *request, o xrootd.OpenRequest, t target, opened func() error, onClose func()) error {
 	if !t.found {
 		if ss.virtual(t) != nil {
 			return errorf(xrootd.CodeIsDirectory, "%s is a directory", t.Path())
@@ -87,14 +115,17 @@ func (ss *session) open(ctx context.Context, r *request) error {
 		return err
 	}
 	fi, err := sf.Stat()
+	if err == nil && opened != nil {
+		err = opened()
+	}
 	if err != nil {
 		sf.Close()
 		return err
 	}
-	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, f: sf, info: fi}
+	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, f: sf, info: fi, onClose: onClose}
 	h, err := ss.add(of)
 	if err != nil {
-		sf.Close()
+		of.close(ctx, true)
 		return err
 	}
 	resp := xrootd.OpenResponse{Handle: h}
@@ -119,13 +150,17 @@ func (ss *session) closeReq(ctx context.Context, r *request) error {
 }
 
 // sync answers kXR_sync: uploads are made durable at commit (close), so
-// there is nothing to do before.
-func (ss *session) sync(r *request) error {
+// there is nothing to do before. Of a third-party copy's destination it
+// starts the copy, or waits for its end (syncTPC).
+func (ss *session) sync(ctx context.Context, r *request) error {
 	f, err := ss.acquire(xrootd.DecodeHandle(r.hdr.Body))
 	if err != nil {
 		return err
 	}
 	f.refs.Done()
+	if f.tpc != nil {
+		return ss.syncTPC(ctx, r, f.tpc)
+	}
 	return r.ok()
 }
 

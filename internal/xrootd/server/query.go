@@ -41,8 +41,10 @@ func (ss *session) query(ctx context.Context, r *request) error {
 		return r.okText(fmt.Sprintf("oss.cgroup=default&oss.space=%d&oss.free=%d&oss.maxf=%d&oss.used=%d&oss.quota=-1", total, free, free, total-free))
 	case xrootd.QueryStats:
 		return r.okText(ss.stats())
+	case xrootd.QueryOpaqueHandle:
+		return ss.fcntl(r, q.Handle)
 	case xrootd.QueryXattr, xrootd.QueryVisa, xrootd.QueryFileInfo, xrootd.QueryFSInfo,
-		xrootd.QueryOpaque, xrootd.QueryOpaqueFile, xrootd.QueryOpaqueHandle:
+		xrootd.QueryOpaque, xrootd.QueryOpaqueFile:
 		return errorf(xrootd.CodeUnsupported, "query type %d is not supported", q.Type)
 	}
 	return errorf(xrootd.CodeArgInvalid, "invalid information query type code %d", q.Type)
@@ -121,6 +123,10 @@ func (ss *session) config(r *request) error {
 			v = strconv.Itoa(ss.srv.opts.Workers)
 		case "role":
 			v = "server"
+		case "tpc":
+			// Any server can be a copy's source; a destination
+			// without Options.TPC refuses the open, saying so.
+			v = "1"
 		case "version":
 			v = "wanda"
 		case "xrootd", "cmsd":

@@ -138,6 +138,21 @@ type Options struct {
 	// Metrics, when set, counts requests, bytes, connections and open
 	// files (wanda_xrootd_*).
 	Metrics *metrics.XRootD
+	// TPC, when set, makes this server the destination of root://
+	// third-party copies (xrdcp --tpc): it fetches the source through
+	// TPC, with the client's write rights on the destination. Nil: such
+	// opens are refused (kXR_Unsupported, "tpc not supported"). Being a
+	// copy's source needs nothing (see tpc.go): a destination reads only
+	// what the client registered, with the client's own rights.
+	TPC Puller
+	// TPCWait is how long a copy's source keeps the client's
+	// registration (less when the client asks with tpc.ttl; 7 s when it
+	// does not say), and how long a destination's open of the source
+	// waits for it (default 15 s, XRootD's ofs.tpc ttl maximum).
+	TPCWait time.Duration
+	// MaxPulls bounds the third-party copies pulled at once (default 9,
+	// XRootD's ofs.tpc xfr); more wait their turn.
+	MaxPulls int
 }
 
 // Server answers root:// connections. Build it with NewServer.
@@ -146,6 +161,9 @@ type Server struct {
 	log  *slog.Logger
 	user string // owner and group shown in stat answers
 	grp  string
+
+	rdv   rendezvous    // third-party copies this server is the source of
+	pulls chan struct{} // MaxPulls
 
 	mu       sync.Mutex
 	sessions map[xrootd.SessionID]*session
@@ -192,6 +210,12 @@ func NewServer(opts Options) *Server {
 	if opts.FrameTimeout <= 0 {
 		opts.FrameTimeout = time.Minute
 	}
+	if opts.TPCWait <= 0 {
+		opts.TPCWait = 15 * time.Second
+	}
+	if opts.MaxPulls <= 0 {
+		opts.MaxPulls = 9
+	}
 	if len(opts.Checksums) == 0 {
 		opts.Checksums = []string{"adler32", "crc32c", "md5"}
 	}
@@ -199,6 +223,7 @@ func NewServer(opts Options) *Server {
 	return &Server{
 		opts: opts, log: opts.Log.With("component", "xrootd"), user: user, grp: grp,
 		sessions: map[xrootd.SessionID]*session{}, perIP: map[string]int{},
+		pulls: make(chan struct{}, opts.MaxPulls),
 	}
 }
 

@@ -21,11 +21,15 @@ const maxPaths = 16
 // session is a logged-in client: its files and its connections. It lives
 // as long as its main connection.
 type session struct {
-	srv      *Server
-	id       xrootd.SessionID
-	ctx      context.Context // the main connection's
-	main     *conn
-	user     string // from kXR_login
+	srv  *Server
+	id   xrootd.SessionID
+	ctx  context.Context // the main connection's
+	main *conn
+	user string // from kXR_login
+	pid  int32  // from kXR_login
+	// orgName names the client for third-party copies (org).
+	orgOnce  sync.Once
+	orgName  string
 	needAuth atomic.Bool
 	authDone atomic.Bool            // a kXR_auth succeeded: no other is taken
 	subject  atomic.Pointer[string] // from kXR_auth
@@ -44,7 +48,7 @@ type session struct {
 
 func newSession(c *conn, ctx context.Context, login xrootd.LoginRequest) *session {
 	ss := &session{
-		srv: c.srv, ctx: ctx, main: c, user: sanitize(login.User()),
+		srv: c.srv, ctx: ctx, main: c, user: sanitize(login.User()), pid: login.PID,
 		paths: []*conn{c}, files: map[xrootd.Handle]*openFile{}, endDone: make(chan struct{}),
 	}
 	_, _ = rand.Read(ss.id[:])
@@ -178,7 +182,7 @@ func (ss *session) reading(h xrootd.Handle) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	f, ok := ss.files[h]
-	return ok && f.w == nil
+	return ok && f.w == nil && f.tpc == nil
 }
 
 // remove takes h out of the table (its uses continue).
@@ -249,7 +253,7 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 	case xrootd.ReqPgWrite:
 		return ss.pgwrite(ctx, r)
 	case xrootd.ReqSync:
-		return ss.sync(r)
+		return ss.sync(ctx, r)
 	case xrootd.ReqTruncate:
 		return ss.truncate(ctx, r)
 	case xrootd.ReqStat:

@@ -51,12 +51,23 @@ type span struct{ off, end int64 }
 // exists) or kXR_delete (create or replace) a new file, else a change of
 // an existing one (openUpdate).
 func (ss *session) openWrite(ctx context.Context, r *request, o xrootd.OpenRequest) error {
+	tpc := isTPC(string(r.data))
+	if tpc && ss.srv.opts.TPC == nil {
+		t, err := ss.resolve(string(r.data))
+		if err != nil {
+			return err
+		}
+		return errNoPuller(t)
+	}
 	t, createOnly, err := ss.targetCreate(ctx, string(r.data))
 	if err != nil {
 		return err
 	}
 	if t.rel == "" {
 		return errorf(xrootd.CodeIsDirectory, "%s is an export root", t.Path())
+	}
+	if tpc {
+		return ss.openDest(ctx, r, o, t, createOnly)
 	}
 	create, replace := o.Options&xrootd.OpenNew != 0, o.Options&xrootd.OpenDelete != 0
 	if !create && !replace {
