@@ -30,6 +30,7 @@ type testServer struct {
 	addr  string // host:port
 	dir   string // the export's directory
 	conns *atomic.Int64
+	stop  func() // stops the server and waits for it (also at the test's end)
 }
 
 // countingListener counts the connections a server accepted.
@@ -86,13 +87,17 @@ func startServer(t *testing.T, opts ...serverOpt) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, countingListener{ln, n}) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &testServer{Server: s, addr: ln.Addr().String(), dir: dir, conns: n}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &testServer{Server: s, addr: ln.Addr().String(), dir: dir, conns: n, stop: stop}
 }
 
 var leakChecked sync.Map // *testing.T -> true
