@@ -102,6 +102,7 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	for {
 		select {
 		case err = <-done:
+			m.Marker(prog, time.Now()) // the final count and the remotes
 			mode := "push"
 			if pull {
 				mode = "pull"
