@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -47,7 +48,10 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Streams = h.opts.TPC.Streams(req.Streams)
-	if err := h.opts.TPC.Filter().CheckHost(remote.Host); err != nil {
+	if err := h.opts.TPC.Check(remote); err != nil {
+		if errors.Is(err, tpc.ErrBadRemote) {
+			return Errorf(http.StatusBadRequest, "COPY: %v", err)
+		}
 		return Errorf(http.StatusForbidden, "COPY: %v", err)
 	}
 	var t target

@@ -277,7 +277,10 @@ func (c *Copier) Push(ctx context.Context, r Request, prog *Progress) (client.Re
 	return c.c.Push(ctx, f, fi.Size, "/"+r.Name, sums, r.Remote.String(), o, bar{prog})
 }
 
-// check refuses remotes the copier does not go to.
+// Check refuses remotes the copier does not go to: other schemes, and
+// literal addresses the filter refuses (names are checked when dialed).
+func (c *Copier) Check(u *url.URL) error { return c.check(u) }
+
 func (c *Copier) check(u *url.URL) error {
 	switch u.Scheme {
 	case "http", "https", "root", "roots":
