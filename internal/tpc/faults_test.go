@@ -128,11 +128,11 @@ func TestFaults(t *testing.T) {
 	data := randomBytes(6<<20, 3)
 	dst, dstDir := site(t, both(loopbackTPC, quick))
 	for _, tc := range []struct {
-		name   string
-		src    *faultSource
-		final  string
-		hdr    []string
-		}{
+		name  string
+		src   *faultSource
+		final string
+		hdr   []string
+	}{
 		{"source stalls", &faultSource{data: data, stall: true}, "failure: timeout", nil},
 		{"checksum mismatch", &faultSource{data: data, lie: true}, "failure: checksum mismatch", []string{"X-Number-Of-Streams", "4"}},
 		{"checksum mismatch, one stream", &faultSource{data: data, lie: true}, "failure: checksum mismatch", []string{"X-Number-Of-Streams", "1", "RequireChecksumVerification", "true"}},
