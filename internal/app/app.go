@@ -113,7 +113,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	// One buffer budget for both front-ends (docs/operations.md).
 	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
 	metrics.RegisterBuffers(reg, "server", bufs)
-	copier, err := newCopier(cfg.Server.TPC, log)
+	copier, err := newCopier(cfg.Server.TPC, log, metrics.NewTPC(reg, "server"))
 	if err != nil {
 		s.Close()
 		return nil, err

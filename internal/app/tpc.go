@@ -6,12 +6,13 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/cred"
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/tpc"
 )
 
 // newCopier builds the third-party copier of a server; nil when TPC is
 // off.
-func newCopier(c config.TPC, log *slog.Logger) (*tpc.Copier, error) {
+func newCopier(c config.TPC, log *slog.Logger, m *metrics.TPC) (*tpc.Copier, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -27,6 +28,6 @@ func newCopier(c config.TPC, log *slog.Logger) (*tpc.Copier, error) {
 		Allow: c.Allow, Deny: c.Deny, TLS: tc,
 		FirstByte: c.FirstByteTimeout, Stall: c.StallTimeout,
 		MaxStreams: c.MaxStreams, DefaultStreams: c.Streams, MaxActive: c.MaxActive,
-		Log: log.With("component", "tpc"),
+		Log: log.With("component", "tpc"), Metrics: m,
 	})
 }

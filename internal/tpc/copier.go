@@ -17,6 +17,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/checksum"
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -39,6 +40,8 @@ type Options struct {
 	// refused (503) rather than queued, as FTS retries them.
 	MaxActive int
 	Log       *slog.Logger
+	// Metrics, if set, counts the copies.
+	Metrics *metrics.TPC
 }
 
 // Copier runs third-party copies with wanda's client engine. It is safe
@@ -101,10 +104,32 @@ func (c *Copier) acquire() error {
 		c.active.Add(-1)
 		return ErrBusy
 	}
+	if m := c.o.Metrics; m != nil {
+		m.Active.Inc()
+	}
 	return nil
 }
 
-func (c *Copier) release() { c.active.Add(-1) }
+func (c *Copier) release() {
+	c.active.Add(-1)
+	if m := c.o.Metrics; m != nil {
+		m.Active.Dec()
+	}
+}
+
+// count records a finished copy.
+func (c *Copier) count(mode string, prog *Progress, err error) {
+	m := c.o.Metrics
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = Reason(err)
+	}
+	m.Copies.WithLabelValues(mode, result).Inc()
+	m.Bytes.WithLabelValues(mode).Add(float64(prog.Bytes()))
+}
 
 // Active is the number of copies in progress.
 func (c *Copier) Active() int { return int(c.active.Load()) }
@@ -201,10 +226,11 @@ func (r Request) checksum() string {
 // Pull copies r.Remote into the local file: parallel range streams into
 // an upload invisible until the bytes are verified and committed. prog
 // may be nil.
-func (c *Copier) Pull(ctx context.Context, r Request, prog *Progress) (client.Result, error) {
+func (c *Copier) Pull(ctx context.Context, r Request, prog *Progress) (res client.Result, err error) {
 	if prog == nil {
 		prog = NewProgress()
 	}
+	defer func() { c.count("pull", prog, err) }()
 	if err := c.check(r.Remote); err != nil {
 		return client.Result{}, err
 	}
@@ -242,10 +268,11 @@ func (c *Copier) Pull(ctx context.Context, r Request, prog *Progress) (client.Re
 // Push copies the local file to r.Remote, as `wanda cp` uploads: parallel
 // parts where the remote takes them, the checksum sent along (from the
 // backend's cache when it has one) and verified.
-func (c *Copier) Push(ctx context.Context, r Request, prog *Progress) (client.Result, error) {
+func (c *Copier) Push(ctx context.Context, r Request, prog *Progress) (res client.Result, err error) {
 	if prog == nil {
 		prog = NewProgress()
 	}
+	defer func() { c.count("push", prog, err) }()
 	if err := c.check(r.Remote); err != nil {
 		return client.Result{}, err
 	}
