@@ -169,6 +169,25 @@ func TestPullPush(t *testing.T) {
 	}
 	wantFinal(t, copyReq(t, dst.URL+"/store/empty", "Source", src.URL+"/store/empty"), "success: Created")
 	sameFile(t, filepath.Join(dstDir, "empty"), nil)
+	wantFinal(t, copyReq(t, dst.URL+"/store/x", "Source", src.URL+"/store/missing"), "failure: remote 404")
+
+	for srv, lines := range map[*testserver.Server][]string{
+		dst: {`wanda_tpc_copies_total{mode="pull",result="ok",role="server"} 5`, `wanda_tpc_copies_total{mode="pull",result="remote 404",role="server"} 1`,
+			`wanda_tpc_bytes_total{mode="pull",role="server"} ` + strconv.FormatFloat(float64(4*len(data)), 'g', -1, 64), `wanda_tpc_active{role="server"} 0`},
+		src: {`wanda_tpc_copies_total{mode="push",result="ok",role="server"} 4`},
+	} {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range lines {
+			if !strings.Contains(string(b), l+"\n") {
+				t.Errorf("metrics lack %s:\n%s", l, grepLines(string(b), "wanda_tpc"))
+			}
+		}
+	}
 }
 
 // Requests refused before the copy starts: their status, no 202, no file.
@@ -269,4 +288,14 @@ func TestTokens(t *testing.T) {
 			t.Errorf("a token is in a server's log")
 		}
 	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
