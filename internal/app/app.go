@@ -113,14 +113,21 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	// One buffer budget for both front-ends (docs/operations.md).
 	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
 	metrics.RegisterBuffers(reg, "server", bufs)
+	copier, err := newCopier(cfg.Server.TPC, log, metrics.NewTPC(reg, "server"))
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	data := httpserve.New(httpserve.Options{
-		Buffers:     bufs,
-		Namespace:   ns,
-		Auth:        s.policy,
-		Log:         log.With("component", "http"),
-		Metrics:     m,
-		MaxRanges:   cfg.Server.HTTP.MaxRanges,
-		MakeParents: cfg.Server.HTTP.MakeParents,
+		TPC:               copier,
+		TPCMarkerInterval: cfg.Server.TPC.MarkerInterval,
+		Buffers:           bufs,
+		Namespace:         ns,
+		Auth:              s.policy,
+		Log:               log.With("component", "http"),
+		Metrics:           m,
+		MaxRanges:         cfg.Server.HTTP.MaxRanges,
+		MakeParents:       cfg.Server.HTTP.MakeParents,
 		// Parallel-upload sessions (docs/protocol.md).
 		ParallelPutIdleTimeout: cfg.Server.HTTP.ParallelPutIdleTimeout,
 	})

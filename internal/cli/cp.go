@@ -96,6 +96,7 @@ func addCopyFlags(cmd *cobra.Command, f *cpFlags, dirs bool) {
 	fl.StringVar(&f.opts.Checksum, "checksum", "auto", "end-to-end checksum: adler32, crc32c, md5, sha-256 (the server must offer it), auto (verify when offered) or none")
 	fl.BoolVarP(&f.opts.Continue, "continue", "c", false, "resume partial destinations (verified against the source)")
 	fl.BoolVar(&f.opts.NoReplace, "no-replace", false, "fail files whose destination exists")
+	fl.StringVar(&f.opts.TPC, "tpc", "auto", "remote-to-remote copies: pull (the destination fetches), push (the source sends), never (through this host), or auto (pull, then push, then through this host)")
 	fl.BoolVar(&f.opts.Sync, "fsync", false, "fsync local destinations before renaming them into place (durable across power loss)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bars and no summary")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON document with per-file results")
@@ -107,6 +108,11 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 	}
 	if err := client.CheckChecksum(f.opts.Checksum); err != nil {
 		return usageError{err}
+	}
+	switch f.opts.TPC {
+	case client.TPCAuto, client.TPCPull, client.TPCPush, client.TPCNever:
+	default:
+		return usagef("--tpc %q: want auto, pull, push or never", f.opts.TPC)
 	}
 	c, err := f.client(cmd.ErrOrStderr(), append(append([]string(nil), srcs...), dst)...)
 	if err != nil {
@@ -169,6 +175,15 @@ func runCopy(cmd *cobra.Command, f *cpFlags, srcs []string, dst string) error {
 }
 
 func sumNote(r client.Result) string {
+	mode := ""
+	switch r.Mode {
+	case client.TPCPull, client.TPCPush:
+		mode = ", third-party copy (" + r.Mode + ")"
+	}
+	return mode + verifiedNote(r)
+}
+
+func verifiedNote(r client.Result) string {
 	switch {
 	case r.Verified && r.Checksum != "":
 		return ", " + r.Checksum + " verified"

@@ -14,10 +14,10 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		cfgFile, listen, logLevel, logFormat, bufferMemory string
-		exports, exportsRO                                 []string
-		ff                                                 fedFlags
-		af                                                 authFlags
+		cfgFile, listen, logLevel, logFormat, bufferMemory, tpcCA string
+		exports, exportsRO, tpcAllow                              []string
+		ff                                                        fedFlags
+		af                                                        authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -63,6 +63,10 @@ Flags override the config file; --export adds to its exports.
 					return usagef("--buffer-memory %q: %v", bufferMemory, err)
 				}
 			}
+			cfg.Server.TPC.Allow = append(cfg.Server.TPC.Allow, tpcAllow...)
+			if cmd.Flags().Changed("tpc-ca") {
+				cfg.Server.TPC.CA = tpcCA
+			}
 			if err := af.apply(cmd, &cfg.Auth, &cfg.Server.TLS); err != nil {
 				return err
 			}
@@ -99,6 +103,8 @@ Flags override the config file; --export adds to its exports.
 	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
 	f.StringVar(&bufferMemory, "buffer-memory", "64MiB", "budget of the data buffers of HTTP and root:// (server.buffer_memory; at least 24MiB)")
+	f.StringArrayVar(&tpcAllow, "tpc-allow", nil, "let third-party copies reach this CIDR range, refused by default when private or loopback (server.tpc.allow; repeatable), e.g. 127.0.0.0/8")
+	f.StringVar(&tpcCA, "tpc-ca", "", "CA certificates trusted for third-party copies' https:// remotes besides the system's: a PEM file or directory (server.tpc.ca; default X509_CERT_DIR, /etc/grid-security/certificates)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)

@@ -178,7 +178,7 @@ func (c *Client) run(ctx context.Context, u *url.URL, cl call) error {
 		if !cl.timed {
 			// Operations without their own watchdog (stat, list, mkdir...)
 			// get one per try: a server that stops answering is left.
-			tryCtx, wd, stop = withStall(ctx, p.Stall)
+			tryCtx, wd, stop = p.watch(ctx)
 		}
 		final, alts, redirector, err := c.follow(tryCtx, target, p.MaxRedirects, cl.op)
 		if wd != nil {

@@ -44,6 +44,9 @@ type CopyOptions struct {
 	ChunkMin, ChunkMax int64
 	// Progress, if set, receives per-file progress.
 	Progress Progress
+	// TPC is how remote-to-remote copies go: auto (""), pull, push or
+	// never (see copyRemote).
+	TPC string
 }
 
 func (o CopyOptions) chunkBounds() (int64, int64) {
@@ -93,7 +96,11 @@ type Result struct {
 	Checksum string  `json:"checksum,omitempty"`
 	Verified bool    `json:"verified"`
 	Resumed  int64   `json:"resumed_bytes,omitempty"`
-	Error    string  `json:"error,omitempty"`
+	// Mode is how a remote-to-remote copy went: pull, push (third-party
+	// copy) or stream (through this host).
+	Mode              string `json:"mode,omitempty"`
+	RemoteConnections string `json:"remote_connections,omitempty"`
+	Error             string `json:"error,omitempty"`
 }
 
 // endpoint is a local path or a remote URL.
@@ -520,7 +527,7 @@ func (c *Client) copyOne(ctx context.Context, j job, o CopyOptions) (Result, err
 	case !j.src.remote() && j.dst.remote():
 		err = c.upload(ctx, j.src.local, j.dst.u, o, &res, bar)
 	case j.src.remote() && j.dst.remote():
-		err = c.relay(ctx, j.src.u, j.info, j.dst.u, o, &res, bar)
+		err = c.copyRemote(ctx, j.src.u, j.info, j.dst.u, o, &res, bar)
 	default:
 		err = copyLocal(ctx, j.src.local, j.dst.local, o, &res, bar)
 	}

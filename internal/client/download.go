@@ -213,7 +213,7 @@ func (c *Client) describe(ctx context.Context, src *url.URL) (*Info, error) {
 // newTransfer plans one transfer: the schedule of ranges (the whole file
 // when its size is not known yet), the stream count (0: from the size,
 // when the first answer tells it), where the checksum is asked.
-func (c *Client) newTransfer(src *url.URL, info *Info, plan sumPlan, o CopyOptions, streams int, part *os.File, done []Range, res *Result, bar Bar, notDir *bool) *transfer {
+func (c *Client) newTransfer(src *url.URL, info *Info, plan sumPlan, o CopyOptions, streams int, part partFile, done []Range, res *Result, bar Bar, notDir *bool) *transfer {
 	minChunk, maxChunk := o.chunkBounds()
 	size := int64(-1)
 	if info != nil {

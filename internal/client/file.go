@@ -148,7 +148,7 @@ func (f *File) ReadV(ctx context.Context, want []Range, dst [][]byte) error {
 	}
 	var st opStats
 	err := f.c.run(ctx, f.u, call{stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
-		sctx, wd, stop := withStall(ctx, f.c.Policy.withDefaults().Stall)
+		sctx, wd, stop := f.c.Policy.withDefaults().watch(ctx)
 		defer stop()
 		return stallErr(sctx, wd, t.ReadV(sctx, target, want, dst))
 	}})
@@ -173,7 +173,7 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 		stats: st,
 		timed: true,
 		op: func(ctx context.Context, t Transport, target *url.URL) error {
-			sctx, wd, stop := withStall(ctx, p.Stall)
+			sctx, wd, stop := p.watch(ctx)
 			defer stop()
 			rem := int64(-1)
 			if n >= 0 {

@@ -161,12 +161,20 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", t.UserAgent)
-	tok, withheld, err := t.bearerFor(u)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+	var tok string
+	var withheld bool
+	if x := headersFrom(ctx); x != nil {
+		// A third-party copy's delegated headers: its Authorization
+		// replaces ours.
+		tok, withheld = x.apply(req.Header, u)
+	} else {
+		tok, withheld, err = t.bearerFor(u)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	if body != nil {
 		req.ContentLength = size

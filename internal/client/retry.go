@@ -26,6 +26,10 @@ type Policy struct {
 	// Stall aborts a request when no byte moved for this long (waiting for
 	// the answer included). It is not a limit on the whole transfer.
 	Stall time.Duration
+	// FirstByte, when longer than Stall, is how long a request may wait
+	// for its answer's first byte (a third-party copy's remote may be
+	// staging the file); after it, Stall applies.
+	FirstByte time.Duration
 	// ChecksumAttempts is how many times a whole file is transferred when
 	// its checksum does not match before the mismatch is reported.
 	ChecksumAttempts int
@@ -64,6 +68,7 @@ func (p Policy) withDefaults() Policy {
 	if p.Stall > 0 {
 		d.Stall = p.Stall
 	}
+	d.FirstByte = max(p.FirstByte, d.Stall)
 	if p.ChecksumAttempts > 0 {
 		d.ChecksumAttempts = p.ChecksumAttempts
 	}
@@ -187,21 +192,28 @@ func sleep(ctx context.Context, d time.Duration) error {
 // watchdog cancels a request's context when no progress is reported for
 // the stall timeout. Progress (Kick) resets it; it costs one timer.
 type watchdog struct {
-	d     time.Duration
-	mu    sync.Mutex
-	t     *time.Timer
-	fired bool
+	d      time.Duration
+	first  time.Duration // the timeout until the first Kick
+	mu     sync.Mutex
+	t      *time.Timer
+	fired  bool
+	kicked bool
 }
 
-// withStall derives a context that is cancelled with ErrStalled when the
-// returned watchdog is not kicked for d. stop releases it. The context
-// carries the watchdog, so that a transport kicks it on every answer and
-// every body read (see kickBody): an operation of many requests, such as a
-// vector read, is ended when it stops moving, not when it takes long.
-func withStall(ctx context.Context, d time.Duration) (context.Context, *watchdog, func()) {
+// watch derives a context that is cancelled with ErrStalled when the
+// returned watchdog is not kicked for the policy's Stall (FirstByte until
+// the first progress). stop releases it. The context carries the
+// watchdog, so that a transport kicks it on every answer and every body
+// read (see kickBody): an operation of many requests, such as a vector
+// read, is ended when it stops moving, not when it takes long.
+func (p Policy) watch(ctx context.Context) (context.Context, *watchdog, func()) {
+	return withStallFirst(ctx, max(p.FirstByte, p.Stall), p.Stall)
+}
+
+func withStallFirst(ctx context.Context, first, d time.Duration) (context.Context, *watchdog, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watchdog{d: d}
-	w.t = time.AfterFunc(d, func() {
+	w := &watchdog{d: d, first: first}
+	w.t = time.AfterFunc(first, func() {
 		w.mu.Lock()
 		w.fired = true
 		w.mu.Unlock()
@@ -237,6 +249,7 @@ func (w *watchdog) Kick() {
 	w.mu.Lock()
 	if !w.fired {
 		w.t.Reset(w.d)
+		w.kicked = true
 	}
 	w.mu.Unlock()
 }
@@ -251,13 +264,20 @@ func (w *watchdog) stalled() bool {
 // stallErr turns the context error a stalled request reports into
 // ErrStalled, so that the caller sees why.
 func stallErr(ctx context.Context, w *watchdog, err error) error {
-	if err != nil && w.stalled() {
-		return &stalledError{d: w.d, err: err}
-	}
-	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStalled) {
-		return &stalledError{d: w.d, err: err}
+	if err != nil && (w.stalled() || ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStalled)) {
+		return &stalledError{d: w.timeout(), err: err}
 	}
 	return err
+}
+
+// timeout is the timeout that ran out (or runs): first, until a Kick.
+func (w *watchdog) timeout() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.kicked {
+		return w.d
+	}
+	return w.first
 }
 
 type stalledError struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"sync"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -150,7 +149,7 @@ func pickSum(sums map[string][]byte, pref []string) (string, []byte) {
 
 // localSum returns alg over the part file: from the sums computed while
 // the bytes arrived when they include it, else by reading the file again.
-func localSum(ctx context.Context, f *os.File, have map[string][]byte, alg string) ([]byte, error) {
+func localSum(ctx context.Context, f io.ReaderAt, have map[string][]byte, alg string) ([]byte, error) {
 	if s, ok := have[alg]; ok {
 		return s, nil
 	}
@@ -160,7 +159,7 @@ func localSum(ctx context.Context, f *os.File, have map[string][]byte, alg strin
 // hashPrefix feeds the part file's bytes to h in order as the schedule's
 // contiguous done prefix grows, until it covers the file (or the transfer
 // failed: its error is reported).
-func hashPrefix(f *os.File, s *sched, h io.Writer) error {
+func hashPrefix(f io.ReaderAt, s *sched, h io.Writer) error {
 	buf := getBuf()
 	defer putBuf(buf)
 	var at int64

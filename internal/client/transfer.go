@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,7 +32,7 @@ type transfer struct {
 	c       *Client
 	src     *url.URL
 	plan    sumPlan
-	part    *os.File
+	part    partFile
 	s       *sched
 	bar     Bar
 	res     *Result
@@ -60,6 +60,14 @@ type transfer struct {
 	sums   map[string][]byte // the server's checksums, from an answer
 	err    error             // the first failure
 	pieces []piece           // perRange: the ranges written and their sums
+}
+
+// partFile is where a transfer writes: the part file of a download
+// (*os.File), or a Sink of Fetch.
+type partFile interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
 }
 
 // piece is a range written and its checksums.

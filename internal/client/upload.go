@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
 )
@@ -21,11 +23,6 @@ import (
 // the bytes before making the file visible; large files go in parallel
 // parts when the server takes them (docs/protocol.md), else in one PUT.
 func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOptions, res *Result, bar Bar) error {
-	p := c.Policy.withDefaults()
-	plan, err := planSums(o.Checksum)
-	if err != nil {
-		return err
-	}
 	f, err := os.Open(src)
 	if err != nil {
 		return err
@@ -38,15 +35,60 @@ func (c *Client) upload(ctx context.Context, src string, dst *url.URL, o CopyOpt
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", src)
 	}
-	size := fi.Size()
+	return c.push(ctx, f, fi.Size(), src, nil, dst, o, res, bar)
+}
+
+// Push uploads size bytes of r to dst as Copy uploads a local file:
+// parallel parts where the server takes them, the checksum sent along
+// and verified, retried whole on a mismatch. name names r in errors;
+// sums are r's checksums when already known (a backend's cached ones),
+// else they are computed by reading r once before the upload.
+func (c *Client) Push(ctx context.Context, r io.ReaderAt, size int64, name string, sums map[string][]byte, dst string, o CopyOptions, bar Bar) (Result, error) {
+	u, err := parseURL(dst)
+	if err != nil {
+		return Result{}, err
+	}
+	if bar == nil {
+		bar = nopBar{}
+	}
+	res := Result{Src: name, Dst: Redact(u)}
+	start := time.Now()
+	err = c.push(ctx, r, size, name, sums, u, o, &res, bar)
+	res.Seconds = time.Since(start).Seconds()
+	if res.Seconds > 0 {
+		res.MBps = float64(res.Bytes) / 1e6 / res.Seconds
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res, err
+}
+
+func (c *Client) push(ctx context.Context, f io.ReaderAt, size int64, src string, known map[string][]byte, dst *url.URL, o CopyOptions, res *Result, bar Bar) error {
+	p := c.Policy.withDefaults()
+	plan, err := planSums(o.Checksum)
+	if err != nil {
+		return err
+	}
 	bar.SetTotal(size)
 	wo := WriteOptions{NoReplace: o.NoReplace}
 	if len(plan.compute) > 0 {
-		h := checksum.NewMulti(plan.compute)
-		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
-			return fmt.Errorf("checksum of %s: %w", src, err)
+		wo.Checksums = map[string][]byte{}
+		var missing []string
+		for _, alg := range plan.compute {
+			if s, ok := known[alg]; ok {
+				wo.Checksums[alg] = s
+			} else {
+				missing = append(missing, alg)
+			}
 		}
-		wo.Checksums = h.Sums()
+		if len(missing) > 0 {
+			h := checksum.NewMulti(missing)
+			if _, err := io.Copy(h, ctxReader{ctx, io.NewSectionReader(f, 0, size)}); err != nil {
+				return fmt.Errorf("checksum of %s: %w", src, err)
+			}
+			maps.Copy(wo.Checksums, h.Sums())
+		}
 		alg := plan.compute[0]
 		res.Checksum = alg + ":" + checksum.Hex(wo.Checksums[alg])
 	}
@@ -103,7 +145,7 @@ func (c *Client) verifyRemote(ctx context.Context, dst *url.URL, alg string, wan
 	return nil
 }
 
-func (c *Client) uploadOnce(ctx context.Context, f *os.File, size int64, dst *url.URL, streams int, wo WriteOptions, res *Result, bar Bar) error {
+func (c *Client) uploadOnce(ctx context.Context, f io.ReaderAt, size int64, dst *url.URL, streams int, wo WriteOptions, res *Result, bar Bar) error {
 	lo, hi := int64(8<<20), int64(16<<20)
 	if streams > 1 && size >= 2*lo {
 		ok, err := c.canWriteParts(ctx, dst, res)
@@ -120,7 +162,7 @@ func (c *Client) uploadOnce(ctx context.Context, f *os.File, size int64, dst *ur
 	var st opStats
 	var sent atomic.Int64
 	err := c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
-		sctx, wd, stop := withStall(ctx, p.Stall)
+		sctx, wd, stop := p.watch(ctx)
 		defer stop()
 		sent.Store(0)
 		bar.SetCurrent(0)
@@ -191,7 +233,7 @@ func (c *Client) canWriteParts(ctx context.Context, dst *url.URL, res *Result) (
 }
 
 // uploadParts sends the file as parts on parallel connections.
-func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *url.URL, streams int, lo, hi int64, wo WriteOptions, res *Result, bar Bar) error {
+func (c *Client) uploadParts(ctx context.Context, f io.ReaderAt, size int64, dst *url.URL, streams int, lo, hi int64, wo WriteOptions, res *Result, bar Bar) error {
 	p := c.Policy.withDefaults()
 	id := uploadID()
 	s := newSched(size, nil, streams, lo, hi)
@@ -221,7 +263,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, size int64, dst *u
 					if !is {
 						return fmt.Errorf("%s: the transport cannot write parts", Redact(target))
 					}
-					sctx, wd, stop := withStall(ctx, p.Stall)
+					sctx, wd, stop := p.watch(ctx)
 					defer stop()
 					body := func() (io.ReadCloser, error) {
 						return io.NopCloser(sentReader{r: io.NewSectionReader(f, r.Off, r.Len), w: wd}), nil
@@ -336,7 +378,7 @@ func (c *Client) relay(ctx context.Context, src *url.URL, info *Info, dst *url.U
 	var sent atomic.Int64
 	p := c.Policy.withDefaults()
 	err = c.run(ctx, dst, call{write: true, stats: &st, timed: true, op: func(ctx context.Context, t Transport, target *url.URL) error {
-		sctx, wd, stop := withStall(ctx, p.Stall)
+		sctx, wd, stop := p.watch(ctx)
 		defer stop()
 		sent.Store(0)
 		bar.SetCurrent(0)

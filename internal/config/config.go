@@ -8,11 +8,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/wanda-fed/wanda/internal/bufpool"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wanda-fed/wanda/internal/bufpool"
 )
 
 // Config is a whole configuration file.
@@ -52,6 +54,37 @@ type Server struct {
 	// OrphanSweep removes the temp files of uploads a killed process left
 	// behind in the exports (docs/operations.md).
 	OrphanSweep OrphanSweep `yaml:"orphan_sweep"`
+	// TPC configures third-party copy (HTTP COPY, root:// TPC;
+	// docs/tpc.md).
+	TPC TPC `yaml:"tpc"`
+}
+
+// TPC configures third-party copy: the remotes a server may pull from
+// and push to, and how.
+type TPC struct {
+	// Enabled answers COPY and root:// TPC opens (default true).
+	Enabled bool `yaml:"enabled"`
+	// Allow opens CIDR ranges that are refused by default (private,
+	// loopback, link-local: see tpc.Filter); Deny refuses ranges.
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
+	// CA is a PEM file or a directory of CA certificates trusted for
+	// https:// and roots:// remotes besides the system's (default:
+	// X509_CERT_DIR, /etc/grid-security/certificates).
+	CA string `yaml:"ca"`
+	// Streams is the number of streams of a copy that asks for none
+	// (0: from the file's size); MaxStreams bounds X-Number-Of-Streams.
+	Streams    int `yaml:"streams"`
+	MaxStreams int `yaml:"max_streams"`
+	// MaxActive bounds the copies in progress; more are refused (503).
+	MaxActive int `yaml:"max_active"`
+	// MarkerInterval is the time between perf markers.
+	MarkerInterval time.Duration `yaml:"marker_interval"`
+	// FirstByteTimeout fails a request to the remote that has no answer
+	// for this long; StallTimeout a transfer that moves nothing for this
+	// long.
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"`
+	StallTimeout     time.Duration `yaml:"stall_timeout"`
 }
 
 // OrphanSweep configures the sweep of orphaned upload temp files
@@ -158,6 +191,10 @@ func Default() Config {
 			OrphanSweep: OrphanSweep{
 				Enabled: true, Interval: 5 * time.Minute, MinAge: 10 * time.Minute, UnlockedAge: 24 * time.Hour,
 			},
+			TPC: TPC{
+				Enabled: true, MaxStreams: 100, MaxActive: 64, MarkerInterval: 5 * time.Second,
+				FirstByteTimeout: 120 * time.Second, StallTimeout: 60 * time.Second,
+			},
 		},
 		Redirector: DefaultRedirector(),
 		Cache:      DefaultCache(),
@@ -231,6 +268,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("server.http.parallel_put_idle_timeout: must be at least 1s"))
 	}
 	errs = append(errs, s.OrphanSweep.validate(s.HTTP.ParallelPutIdleTimeout)...)
+	errs = append(errs, s.TPC.validate()...)
 	for i, a := range s.Checksums.OnWrite {
 		if !knownAlg(a) {
 			errs = append(errs, fmt.Errorf("server.checksums.on_write[%d]: unknown algorithm %q (adler32, crc32c, md5, sha256)", i, a))
@@ -256,6 +294,27 @@ func (o OrphanSweep) validate(partIdle time.Duration) []error {
 	if o.UnlockedAge < partIdle || o.UnlockedAge < o.MinAge {
 		errs = append(errs, fmt.Errorf("server.orphan_sweep.unlocked_age: %v: must be at least server.http.parallel_put_idle_timeout (%v) and min_age (%v), or live uploads on file systems without locks could lose their temp files",
 			o.UnlockedAge, partIdle, o.MinAge))
+	}
+	return errs
+}
+
+func (t TPC) validate() []error {
+	if !t.Enabled {
+		return nil
+	}
+	var errs []error
+	for _, p := range append(slices.Clone(t.Allow), t.Deny...) {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				errs = append(errs, fmt.Errorf("server.tpc: %q is not a CIDR prefix (such as 127.0.0.0/8) or an address", p))
+			}
+		}
+	}
+	if t.Streams < 0 || t.MaxStreams < 0 || t.MaxStreams > 100 || t.Streams > max(t.MaxStreams, 100) {
+		errs = append(errs, fmt.Errorf("server.tpc: streams %d, max_streams %d: want 0 to 100", t.Streams, t.MaxStreams))
+	}
+	if t.MaxActive < 0 || t.MarkerInterval < 0 || t.FirstByteTimeout < 0 || t.StallTimeout < 0 {
+		errs = append(errs, errors.New("server.tpc: max_active, marker_interval and the timeouts must not be negative"))
 	}
 	return errs
 }

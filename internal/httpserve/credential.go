@@ -67,7 +67,7 @@ func Gate(next http.Handler, a auth.Authorizer, skip func(path string) bool) htt
 			next.ServeHTTP(w, r)
 			return
 		}
-		op, ok := opOf(r.Method, r.URL.Path)
+		op, ok := opOf(r)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -87,12 +87,14 @@ func Gate(next http.Handler, a auth.Authorizer, skip func(path string) bool) htt
 // opOf maps a method to the operation it asks for.
 // OPTIONS on a path is a read: a redirector answers it with a redirect to
 // a member, and only those who may read the path learn where.
-func opOf(method, path string) (auth.Op, bool) {
-	switch method {
+// A third-party COPY is a write of its path when it pulls (Source) and a
+// read when it pushes (Destination).
+func opOf(r *http.Request) (auth.Op, bool) {
+	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		return auth.Read, true
 	case http.MethodOptions:
-		return auth.Read, path != "*"
+		return auth.Read, r.URL.Path != "*"
 	case "PROPFIND":
 		return auth.List, true
 	case http.MethodPut:
@@ -103,6 +105,11 @@ func opOf(method, path string) (auth.Op, bool) {
 		return auth.Mkdir, true
 	case "MOVE":
 		return auth.Move, true
+	case "COPY":
+		if r.Header.Get("Source") != "" {
+			return auth.Write, true
+		}
+		return auth.Read, true
 	}
 	return 0, false
 }

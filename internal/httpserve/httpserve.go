@@ -21,6 +21,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/tpc"
 )
 
 // Options configure a Handler. Zero values take the defaults in
@@ -47,6 +48,10 @@ type Options struct {
 	// MaxParallelPuts bounds the parallel uploads in progress; parts that
 	// would start one more get 503 (default 1024).
 	MaxParallelPuts int
+	// TPC runs third-party copies (COPY, copy.go); nil refuses them.
+	TPC *tpc.Copier
+	// TPCMarkerInterval is the time between perf markers (default 5 s).
+	TPCMarkerInterval time.Duration
 }
 
 // Handler serves the data namespace. Build it with New.
@@ -72,6 +77,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.ParallelPutIdleTimeout <= 0 {
 		opts.ParallelPutIdleTimeout = defaultPartIdle
+	}
+	if opts.TPCMarkerInterval <= 0 {
+		opts.TPCMarkerInterval = 5 * time.Second
 	}
 	if opts.MaxParallelPuts <= 0 {
 		opts.MaxParallelPuts = defaultMaxPartSessions
@@ -107,6 +115,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.mkcol(w, r)
 	case "MOVE":
 		err = h.move(w, r)
+	case "COPY":
+		err = h.copy(w, r)
 	case "PROPFIND":
 		err = h.propfind(w, r)
 	case http.MethodOptions:
@@ -123,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-const allowed = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND"
+const allowed = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND"
 
 func (h *Handler) options(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Allow", allowed)

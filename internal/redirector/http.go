@@ -230,15 +230,23 @@ func (r *Redirector) serveData(w http.ResponseWriter, req *http.Request) {
 		r.redirectWrite(w, req, p, tried)
 	case http.MethodOptions:
 		if req.URL.Path == "*" {
-			w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
+			w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 			w.WriteHeader(http.StatusOK)
 			return
 		}
 		r.redirectWrite(w, req, p, tried)
 	case http.MethodDelete, "MOVE":
 		r.redirectRead(w, req, p, tried, true)
+	case "COPY":
+		// A third-party copy: pulled by a member that may store the
+		// file (Source), pushed by one that holds it (Destination).
+		if req.Header.Get("Source") != "" {
+			r.redirectWrite(w, req, p, tried)
+		} else {
+			r.redirectRead(w, req, p, tried, false)
+		}
 	default:
-		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
+		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 		http.Error(w, req.Method+" is not supported by a redirector", http.StatusMethodNotAllowed)
 	}
 }

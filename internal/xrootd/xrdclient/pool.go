@@ -121,7 +121,7 @@ func (t *Transport) CloseIdle() {
 
 // dial connects to ti's server and logs in.
 func (t *Transport) dial(ctx context.Context, ti *urlInfo) (*conn, error) {
-	d := net.Dialer{Timeout: t.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	d := net.Dialer{Timeout: t.opts.DialTimeout, KeepAlive: 30 * time.Second, Control: t.opts.Control}
 	nc, err := d.DialContext(ctx, "tcp", ti.addr)
 	if err != nil {
 		return nil, err

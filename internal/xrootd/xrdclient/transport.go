@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
@@ -37,6 +38,10 @@ type Options struct {
 	// login, like every request, is bounded by the caller's context (the
 	// engine's stall watchdog).
 	DialTimeout time.Duration
+	// Control, when set, is the dialer's net.Dialer.Control: it sees
+	// every address connected to, resolved, and may refuse it (a
+	// third-party copy's allow list).
+	Control func(network, address string, c syscall.RawConn) error
 	// MaxIdlePerHost bounds the idle connections kept per server
 	// (default 16); IdleTimeout is how long one is kept (default 60 s).
 	MaxIdlePerHost int
