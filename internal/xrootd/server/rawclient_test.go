@@ -19,6 +19,9 @@ type rawClient struct {
 	c    net.Conn
 	next uint16
 	sess xrootd.SessionID
+	// kept holds final answers to other streams read while waiting for
+	// one (answerTo).
+	kept map[xrootd.StreamID]response
 }
 
 // response is one frame of an answer.

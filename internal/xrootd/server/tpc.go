@@ -16,6 +16,7 @@ package server
 //     answered at once: the destination opens
 //     root://SRC//path?tpc.key=K&tpc.org=ORG and reads. ORG names the
 //     client as the destination saw it: "user.pid@host" of its login.
+//     (wanda starts its pull at the next kXR_sync: see syncTPC.)
 //  4. The client opens the source with tpc.key=K&tpc.dst=DSTHOST and keeps
 //     that file open until the copy ends: this registers the rendezvous.
 //     The source lets a later (or earlier: it waits) open that carries the
@@ -71,6 +72,15 @@ import (
 // cancelled (the client closed the destination, or went away).
 type Puller interface {
 	Pull(ctx context.Context, src *url.URL, dst storage.Backend, name string, opts storage.CreateOptions, progress func(bytes int64)) error
+}
+
+// PullerFunc is a function that is a Puller (as tpc.Copier's PullURL:
+// Options.TPC = server.PullerFunc(copier.PullURL)).
+type PullerFunc func(ctx context.Context, src *url.URL, dst storage.Backend, name string, opts storage.CreateOptions, progress func(bytes int64)) error
+
+// Pull calls f.
+func (f PullerFunc) Pull(ctx context.Context, src *url.URL, dst storage.Backend, name string, opts storage.CreateOptions, progress func(bytes int64)) error {
+	return f(ctx, src, dst, name, opts, progress)
 }
 
 const (

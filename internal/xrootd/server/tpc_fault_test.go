@@ -54,6 +54,40 @@ func (rc *rawClient) openAnswer(path string) (st xrootd.Status, body []byte, wai
 	}
 }
 
+// answerTo reads frames until the final answer to sid (a deferred one
+// unwrapped from its kXR_asynresp), keeping final answers to other
+// streams for later calls; kXR_waitresp frames are skipped.
+func (rc *rawClient) answerTo(sid xrootd.StreamID) response {
+	rc.t.Helper()
+	if r, ok := rc.kept[sid]; ok {
+		delete(rc.kept, sid)
+		return r
+	}
+	for {
+		r, err := rc.frame()
+		if err != nil {
+			rc.t.Fatalf("waiting for the answer to %x: %v", sid, err)
+		}
+		if r.hdr.Status == xrootd.StatusAttn {
+			ih, err := xrootd.DecodeResponseHeader(r.body[8:16])
+			if err != nil || binary.BigEndian.Uint32(r.body) != xrootd.AttnAsyncResp {
+				rc.t.Fatalf("kXR_attn %x", r.body)
+			}
+			r.hdr, r.body = ih, r.body[16:]
+		}
+		switch {
+		case r.hdr.Status == xrootd.StatusWaitResp:
+		case r.hdr.StreamID == sid:
+			return r
+		default:
+			if rc.kept == nil {
+				rc.kept = map[xrootd.StreamID]response{}
+			}
+			rc.kept[r.hdr.StreamID] = r
+		}
+	}
+}
+
 // readAll reads an open file whole with kXR_read.
 func (rc *rawClient) readAll(h xrootd.Handle, size int) []byte {
 	rc.t.Helper()
@@ -222,11 +256,12 @@ func TestTPCDestination(t *testing.T) {
 		rc := dialRaw(t, dst.addr).login()
 		h := rc.open("/store/a"+cgi, xrootd.OpenNew|xrootd.OpenUpdate)
 		wantNoFile(t, dst, "a")
-		rc.mustOK(xrootd.ReqSync, xrootd.HandleBody(h), nil)
+		rc.mustOK(xrootd.ReqSync, xrootd.HandleBody(h), nil) // the client registers at the source now
+		rc.send(xrootd.ReqSync, xrootd.HandleBody(h), nil)   // starts the pull, answered at its end
 		awaitClosed(t, reached, "the pull's first MiB")
-		st := rc.mustOK(xrootd.ReqStat, xrootd.StatRequest{Handle: h}.Body(), nil)
-		if si, err := xrootd.ParseStat(string(st)); err != nil || si.Size < 1<<20 {
-			t.Errorf("progress %q %v, want at least 1 MiB", st, err)
+		st := rc.answerTo(rc.send(xrootd.ReqStat, xrootd.StatRequest{Handle: h}.Body(), nil))
+		if si, err := xrootd.ParseStat(string(st.body)); st.hdr.Status != xrootd.StatusOK || err != nil || si.Size < 1<<20 {
+			t.Errorf("progress %v %q %v, want at least 1 MiB", st.hdr.Status, st.body, err)
 		}
 		rc.c.Close()
 		waitFor(t, func() bool { return len(p.errors()) == 1 })
@@ -244,11 +279,12 @@ func TestTPCDestination(t *testing.T) {
 		rc := dialRaw(t, dst.addr).login()
 		h := rc.open("/store/b"+cgi, xrootd.OpenNew|xrootd.OpenUpdate)
 		rc.mustOK(xrootd.ReqSync, xrootd.HandleBody(h), nil)
+		sync := rc.send(xrootd.ReqSync, xrootd.HandleBody(h), nil)
 		awaitClosed(t, reached, "the pull's first MiB")
-		msg := rc.mustFail(xrootd.CodeCancelled, xrootd.ReqClose, xrootd.HandleBody(h), nil)
-		if !strings.Contains(msg, "nothing stored") {
-			t.Errorf("close: %q", msg)
-		}
+		cl := rc.answerTo(rc.send(xrootd.ReqClose, xrootd.HandleBody(h), nil))
+		wantRefused(t, "close", cl.hdr.Status, cl.body, xrootd.CodeCancelled, "nothing stored")
+		sy := rc.answerTo(sync)
+		wantRefused(t, "the waiting sync", sy.hdr.Status, sy.body, xrootd.CodeCancelled, "prematurely closed")
 		wantNoFile(t, dst, "b")
 	})
 	t.Run("whole copy", func(t *testing.T) {
@@ -256,23 +292,8 @@ func TestTPCDestination(t *testing.T) {
 		rc := dialRaw(t, dst.addr).login()
 		h := rc.open("/store/c"+cgi, xrootd.OpenNew|xrootd.OpenUpdate)
 		rc.mustOK(xrootd.ReqSync, xrootd.HandleBody(h), nil)
-		sid := rc.send(xrootd.ReqSync, xrootd.HandleBody(h), nil)
-		for {
-			r, err := rc.frame()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.hdr.Status == xrootd.StatusWaitResp {
-				continue
-			}
-			if r.hdr.Status == xrootd.StatusAttn {
-				ih, _ := xrootd.DecodeResponseHeader(r.body[8:16])
-				r.hdr = ih
-			}
-			if r.hdr.StreamID != sid || r.hdr.Status != xrootd.StatusOK {
-				t.Fatalf("second kXR_sync: %+v %x", r.hdr, r.body)
-			}
-			break
+		if r := rc.answerTo(rc.send(xrootd.ReqSync, xrootd.HandleBody(h), nil)); r.hdr.Status != xrootd.StatusOK {
+			t.Fatalf("second kXR_sync: %v %s", r.hdr.Status, errText(r.hdr.Status, r.body))
 		}
 		rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(h), nil)
 		sameFile(t, filepath.Join(dst.dir, "c"), data)

@@ -2,8 +2,8 @@ package server
 
 // The destination's side of a third-party copy (see tpc.go): an open for
 // writing with tpc.key and tpc.src makes nothing (the file appears only
-// when the Puller commits it whole); the first kXR_sync starts the pull,
-// the next ones wait for its end; kXR_stat of the handle tells the bytes
+// when the Puller commits it whole); the second kXR_sync starts the pull
+// and waits for its end (syncTPC says why not the first); kXR_stat of the handle tells the bytes
 // copied so far; kXR_close cancels a pull still running.
 
 import (
@@ -30,6 +30,7 @@ type tpcJob struct {
 	bytes atomic.Int64 // copied so far
 
 	mu        sync.Mutex
+	armed     bool // a first kXR_sync came
 	started   bool
 	closed    bool
 	cancelled bool // by the client (close, ofs.tpc cancel)
@@ -153,19 +154,31 @@ func redactKey(s string) string {
 	return s[:j] + "REDACTED" + redactKey(s[k:])
 }
 
-// syncTPC answers kXR_sync of a copy's handle: the first starts the pull
-// and is answered at once; later ones are answered when it ends
+// syncTPC answers kXR_sync of a copy's handle. The first is answered at
+// once; the next starts the pull and is answered when it ends
 // (kXR_waitresp, then kXR_asynresp).
+//
+// XRootD starts its copy at the first kXR_sync, before the client
+// registered the rendezvous at the source (that is what the client does
+// between the two); its xrdcp --server opens the source once, and
+// waits there for the registration. A puller that opens the source
+// several times at once (tpc.Copier's streams) would meet XRootD's
+// "duplicate tpc auth request" (two destinations waiting with one key
+// are taken for an attack). Started at the second kXR_sync, the pull
+// finds the registration made: xrdcp and ThirdPartyCopy send both.
 func (ss *session) syncTPC(ctx context.Context, r *request, j *tpcJob) error {
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return errorf(xrootd.CodeFileNotOpen, "%s is closed", j.path)
 	}
-	if !j.started {
-		j.start(ss.ctx)
+	if !j.armed {
+		j.armed = true
 		j.mu.Unlock()
 		return r.ok()
+	}
+	if !j.started {
+		j.start(ss.ctx)
 	}
 	done := j.done
 	j.mu.Unlock()
