@@ -139,6 +139,11 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	}
 	tlsCfg = s.policy.serverTLS(tlsCfg)
 	if cfg.Server.XRootD.Enabled {
+		// root:// third-party copies pull with the same copier as COPY.
+		var puller xrdserver.Puller
+		if copier != nil {
+			puller = xrdserver.PullerFunc(copier.PullURL)
+		}
 		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
 			Metrics:       s.xmetrics,
@@ -156,6 +161,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 				free, total := fed.DiskSpace(s.local.WritableDirs())
 				return free, total, nil
 			},
+			TPC: puller,
 		})
 	}
 	dataH := httpserve.Middleware(data, log.With("component", "access"), m)

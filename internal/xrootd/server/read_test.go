@@ -266,8 +266,10 @@ func TestStatDirlistQuery(t *testing.T) {
 		t.Errorf("md5 checksum %q", b)
 	}
 	rc.mustFail(xrootd.CodeServerError, xrootd.ReqQuery, xrootd.QueryRequest{Type: xrootd.QueryChecksum}.Body(), []byte("/store/d/f?cks.type=nope"))
-	b = rc.mustOK(xrootd.ReqQuery, xrootd.QueryRequest{Type: xrootd.QueryConfig}.Body(), []byte("readv_iov_max chksum tpc"))
-	if string(b) != "1024\n0:adler32,1:crc32c,2:md5\ntpc\n" {
+	b = rc.mustOK(xrootd.ReqQuery, xrootd.QueryRequest{Type: xrootd.QueryConfig}.Body(), []byte("readv_iov_max chksum tpc tpcdlg"))
+	// tpc: a digit > 0, a copy's source or destination (tpc.go); tpcdlg
+	// itself: no delegation.
+	if string(b) != "1024\n0:adler32,1:crc32c,2:md5\n1\ntpcdlg\n" {
 		t.Errorf("query config %q", b)
 	}
 	b = rc.mustOK(xrootd.ReqLocate, xrootd.LocateBody(0), []byte("/store/d/f"))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -351,4 +352,48 @@ func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(time.Minute):
 		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+// onlyAlice lets the unix identity "alice" read and everyone write: the
+// destination's own identity may not read the source.
+type onlyAlice struct{}
+
+func (onlyAlice) Authorize(_ context.Context, r auth.Request) error {
+	if r.Op == auth.Read && r.Subject != "alice" {
+		return auth.ErrForbidden
+	}
+	return nil
+}
+
+// The destination reads the source with the client's rights, not its
+// own: the source lets only alice read, the destination's puller logs in
+// as someone else, and the copy alice asks for goes through.
+func TestTPCClientRights(t *testing.T) {
+	alice := func(o *Options) { o.Auth, o.Security = onlyAlice{}, []string{"unix"} }
+	src := startServer(t, alice)
+	data := src.writeFile(t, "f", 2<<20+1)
+	p := newTestPuller(t)
+	p.tr = xrdclient.New(xrdclient.Options{User: "puller", HoldOpen: -1})
+	t.Cleanup(p.tr.CloseIdle)
+	dst := startServer(t, withPuller(p), func(o *Options) { o.Security = []string{"unix"} })
+
+	// The puller itself may not read the source.
+	if _, _, err := p.tr.Read(context.Background(), mustURL(t, src.URL("/store/f")), 0, -1, nil); err == nil {
+		t.Fatal("the puller's own identity reads the source")
+	}
+	tr := xrdclient.New(xrdclient.Options{User: "alice"})
+	defer tr.CloseIdle()
+	if err := tr.ThirdPartyCopy(context.Background(), mustURL(t, src.URL("/store/f")), mustURL(t, dst.URL("/store/g")), xrdclient.TPCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(dst.dir, "g"), data)
+
+	// bob may not read the source, so he cannot have it copied either.
+	bob := xrdclient.New(xrdclient.Options{User: "bob"})
+	defer bob.CloseIdle()
+	err := bob.ThirdPartyCopy(context.Background(), mustURL(t, src.URL("/store/f")), mustURL(t, dst.URL("/store/h")), xrdclient.TPCOptions{})
+	if !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "source") {
+		t.Errorf("bob's copy: %v, want ErrForbidden at the source", err)
+	}
+	wantNoFile(t, dst, "h")
 }
