@@ -20,6 +20,12 @@
 // in a private copy that replaces it at close (update.go); until then
 // readers see the old version, and an update that does not close leaves
 // the file as it was.
+//
+// Third-party copies (xrdcp --tpc) are XRootD's rendezvous (tpc.go): as
+// the source, a destination server reads a file only with the key, path
+// and host a client registered by opening it, and with that client's
+// rights; as the destination, Options.TPC pulls the file, committed only
+// whole.
 package server
 
 import (

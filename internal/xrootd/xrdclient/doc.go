@@ -30,4 +30,8 @@
 // with the caller's. XRootD offers no atomic publish of a file written in
 // parts, so the transport does not implement client.PartWriter: uploads
 // go in one stream per file.
+//
+// ThirdPartyCopy makes one server pull a file from another (XRootD's
+// rendezvous, as `xrdcp --tpc only`): this client only opens files and
+// waits.
 package xrdclient
