@@ -173,4 +173,10 @@ func TestTPCXrdcpWandaToWanda(t *testing.T) {
 	other := src.writeFile(t, "other", 1000)
 	mustRun(t, "xrdcp", "--tpc", "only", "--force", src.URL("/store/other"), dst.URL("/store/g"))
 	sameFile(t, filepath.Join(dst.dir, "g"), other)
+	// --tpc first takes the third-party copy when both ends can.
+	mustRun(t, "xrdcp", "--tpc", "first", src.URL("/store/dir/f"), dst.URL("/store/first"))
+	sameFile(t, filepath.Join(dst.dir, "first"), data)
+	if n := len(p.sources()); n != 3 {
+		t.Errorf("%d pulls after three copies", n)
+	}
 }
