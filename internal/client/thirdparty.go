@@ -68,12 +68,33 @@ func (e *TPCError) Is(target error) bool {
 	return false
 }
 
+// ServerCopier is an optional Transport capability: a copy one server
+// makes from another over the transport's own protocol (root:// TPC,
+// where the destination pulls).
+type ServerCopier interface {
+	ServerCopy(ctx context.Context, src, dst *url.URL, o ServerCopyOptions) error
+}
+
+// ServerCopyOptions qualify a ServerCopy.
+type ServerCopyOptions struct {
+	// Overwrite replaces an existing destination.
+	Overwrite bool
+	// Checksum, when an algorithm, compares both ends' checksums after.
+	Checksum string
+	// Progress receives the bytes at the destination and the size.
+	Progress func(done, total int64)
+}
+
 // thirdParty copies src to dst by third-party copy in mode (pull or
 // push): a COPY to the server that runs it, whose marker stream feeds
-// the bar. It returns ErrTPCUnsupported when the server does not do it.
+// the bar; between root:// URLs, the transport's ServerCopy (pull only).
+// It returns ErrTPCUnsupported when the servers do not do it.
 func (c *Client) thirdParty(ctx context.Context, mode string, src, dst *url.URL, size int64, o CopyOptions, res *Result, bar Bar) error {
+	if isRootPair(src, dst) {
+		return c.serverCopy(ctx, mode, src, dst, size, o, res, bar)
+	}
 	if c.HTTP == nil || !isHTTP(src) || !isHTTP(dst) {
-		return fmt.Errorf("%w: HTTP third-party copy needs http(s):// at both ends", ErrTPCUnsupported)
+		return fmt.Errorf("%w: third-party copy needs http(s):// at both ends, or root(s):// at both", ErrTPCUnsupported)
 	}
 	runner, remote, hdrName := dst, src, "Source"
 	if mode == TPCPush {
@@ -113,6 +134,38 @@ func (c *Client) thirdParty(ctx context.Context, mode string, src, dst *url.URL,
 }
 
 func isHTTP(u *url.URL) bool { return u.Scheme == "http" || u.Scheme == "https" }
+
+func isRoot(u *url.URL) bool { return u.Scheme == "root" || u.Scheme == "roots" }
+
+func isRootPair(src, dst *url.URL) bool { return isRoot(src) && isRoot(dst) }
+
+// serverCopy is a third-party copy over the transport's protocol.
+func (c *Client) serverCopy(ctx context.Context, mode string, src, dst *url.URL, size int64, o CopyOptions, res *Result, bar Bar) error {
+	if mode == TPCPush {
+		return fmt.Errorf("%w: %s:// third-party copies are pulled by the destination", ErrTPCUnsupported, src.Scheme)
+	}
+	t, err := c.transport(dst)
+	if err != nil {
+		return err
+	}
+	sc, ok := t.(ServerCopier)
+	if !ok {
+		return fmt.Errorf("%w over %s://", ErrTPCUnsupported, dst.Scheme)
+	}
+	so := ServerCopyOptions{Overwrite: !o.NoReplace, Progress: func(done, total int64) {
+		bar.SetTotal(total)
+		bar.SetCurrent(done)
+	}}
+	if plan, err := planSums(o.Checksum); err == nil && plan.required {
+		so.Checksum = plan.ask[0]
+	}
+	bar.SetTotal(size)
+	if err := sc.ServerCopy(ctx, src, dst, so); err != nil {
+		return err
+	}
+	res.Server = dst.Host
+	return nil
+}
 
 // copy sends one COPY and reads its perf-marker stream to the end.
 func (t *HTTPTransport) copy(ctx context.Context, mode string, u *url.URL, hdr http.Header, res *Result, bar Bar) error {

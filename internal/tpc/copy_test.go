@@ -2,6 +2,7 @@ package tpc_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/authtest"
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // loopbackTPC opens loopback to third-party copies and sends markers
@@ -298,4 +301,40 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// wanda cp --tpc between root:// URLs: XRootD's rendezvous, the
+// destination pulling with the copier; push is refused (root:// has
+// none), auto pulls, never streams through this host.
+func TestRootTPCFromClient(t *testing.T) {
+	src, srcDir := site(t, loopbackTPC)
+	dst, dstDir := site(t, loopbackTPC)
+	data := randomBytes(6<<20+5, 7)
+	if err := os.WriteFile(filepath.Join(srcDir, "f.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New()
+	xt := xrdclient.New(xrdclient.Options{})
+	c.Register("root", xt)
+	srcURL := "root://" + src.Addr + "//store/f.bin"
+	for _, mode := range []string{client.TPCPull, client.TPCAuto, client.TPCNever} {
+		name := "root-" + mode + ".bin"
+		res, err := c.Copy(t.Context(), []string{srcURL}, "root://"+dst.Addr+"//store/"+name, client.CopyOptions{TPC: mode, Checksum: "adler32"})
+		if err != nil {
+			t.Fatalf("--tpc %s: %v", mode, err)
+		}
+		want := map[string]string{client.TPCPull: "pull", client.TPCAuto: "pull", client.TPCNever: "stream"}[mode]
+		if res[0].Mode != want || !res[0].Verified {
+			t.Errorf("--tpc %s: mode %q verified %v, want %s and verified", mode, res[0].Mode, res[0].Verified, want)
+		}
+		sameFile(t, filepath.Join(dstDir, name), data)
+	}
+	if _, err := c.Copy(t.Context(), []string{srcURL}, "root://"+dst.Addr+"//store/push.bin", client.CopyOptions{TPC: client.TPCPush}); !errors.Is(err, client.ErrTPCUnsupported) {
+		t.Errorf("--tpc push over root://: %v, want ErrTPCUnsupported", err)
+	}
+	// --no-replace: the destination exists.
+	if _, err := c.Copy(t.Context(), []string{srcURL}, "root://"+dst.Addr+"//store/root-pull.bin", client.CopyOptions{TPC: client.TPCPull, NoReplace: true}); !errors.Is(err, client.ErrExist) {
+		t.Errorf("--tpc pull --no-replace onto a file: %v, want ErrExist", err)
+	}
+	onlyFiles(t, dstDir, "root-pull.bin", "root-auto.bin", "root-never.bin")
 }

@@ -147,6 +147,18 @@ func (t *Transport) ThirdPartyCopy(ctx context.Context, src, dst *url.URL, o TPC
 	return nil
 }
 
+// ServerCopy is client.ServerCopier: `wanda cp --tpc` between root://
+// URLs. The destination always pulls (root:// has no push); a server
+// that does not do TPC makes it fail with client.ErrTPCUnsupported.
+func (t *Transport) ServerCopy(ctx context.Context, src, dst *url.URL, o client.ServerCopyOptions) error {
+	err := t.ThirdPartyCopy(ctx, src, dst, TPCOptions{Overwrite: o.Overwrite, MakeParents: true, Progress: o.Progress, Checksum: o.Checksum})
+	var xe *Error
+	if err != nil && (errors.As(err, &xe) && xe.Code == xrootd.CodeUnsupported || strings.Contains(err.Error(), "does not support third-party copies")) {
+		return fmt.Errorf("%w: %w", client.ErrTPCUnsupported, err)
+	}
+	return err
+}
+
 func isRoot(u *url.URL) bool { return u != nil && (u.Scheme == "root" || u.Scheme == "roots") }
 
 // maxTPCRedirects bounds the redirects followed per open.
