@@ -32,9 +32,36 @@ type Options struct {
 	// HTTP adds XrdHttp on a second port (http.listingdeny false).
 	HTTP bool
 	// TLSCert and TLSKey (PEM files) enable TLS (xrd.tls, with
-	// `xrd.tlsca noverify`): roots://, and TLS on a root:// connection
-	// when the client asks. They are given to the daemons' user.
+	// `xrd.tlsca noverify` unless CADir is set): roots://, TLS on a
+	// root:// connection when the client asks, and https on XrdHttp's
+	// port. They are given to the daemons' user.
 	TLSCert, TLSKey string
+	// CADir is a directory of CA certificates in OpenSSL's hashed form
+	// (see WriteCADir) the server trusts: `xrd.tlsca certdir CADir`
+	// instead of noverify. XrdHttp verifies client certificates with it
+	// when a client presents one, and XrdHttpTPC's libcurl verifies the
+	// servers it pulls from or pushes to with it. With HTTPTPC it
+	// defaults to a directory in Work holding the certificates of
+	// TLSCert: its CA when TLSCert is a chain as CA.ServerCert makes,
+	// itself when it is self-signed. The daemon also gets it as
+	// X509_CERT_DIR, for the XRootD clients it runs (root:// TPC's copy
+	// program).
+	CADir string
+	// HTTPTPC loads XrdHttpTPC (`http.exthandler xrdtpc
+	// libXrdHttpTPC.so`): XrdHttp takes WLCG HTTP third-party-copy COPY
+	// requests (Source: pull, Destination: push). It implies HTTP and
+	// needs TLSCert and TLSKey: XRootD 5.5.3 loads XrdHttp's external
+	// handlers only once HTTPS is configured, and XrdHttpTPC refuses to
+	// load without a CA directory or file for its libcurl. See the
+	// package documentation for what it does and does not do.
+	HTTPTPC bool
+	// RootTPC enables root:// third-party copy (`ofs.tpc autorm logok
+	// echo pgm xrdcp --server`; with Tokens also `fcreds ?ztn
+	// =BEARER_TOKEN_FILE`): as a source it authorizes destinations that
+	// show the key a client registered (tpc.key), as a destination it
+	// pulls with XRootD's xrdcp run as a child. xrdcp --tpc only drives
+	// it.
+	RootTPC bool
 	// Tokens, when set, makes the server take bearer tokens: SciTokens
 	// authorization, ztn over root:// (TLS only), Authorization over
 	// XrdHttp. See Tokens.
@@ -58,6 +85,13 @@ type Server struct {
 	Addr string
 	// HTTP is XrdHttp's base URL ("http://127.0.0.1:P") when asked for.
 	HTTP string
+	// HTTPS is the same port's URL over TLS ("https://127.0.0.1:P") when
+	// TLSCert is set too (XrdHttp tells TLS from plain HTTP by the first
+	// bytes).
+	HTTPS string
+	// CADir is the CA directory the server trusts (Options.CADir or the
+	// one made for HTTPTPC); "" with `xrd.tlsca noverify`.
+	CADir string
 	// Dir and Export are the served directory and the logical prefix.
 	Dir, Export string
 	// LogPath is its xrootd's log.
@@ -114,14 +148,27 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Dir == "" {
 		return nil, errors.New("xrdpeer: Options.Dir is required")
 	}
+	if o.HTTPTPC {
+		o.HTTP = true
+		if o.TLSCert == "" || o.TLSKey == "" {
+			return nil, errors.New("xrdpeer: HTTPTPC needs TLSCert and TLSKey (XRootD 5.5.3 loads XrdHttpTPC only with HTTPS)")
+		}
+	}
 	plugins := o.Plugins
+	if o.HTTPTPC {
+		plugins = append(plugins, "libXrdHttpTPC")
+	}
 	if o.HTTP {
 		plugins = append([]string{"libXrdHttp"}, plugins...)
 	}
 	if o.Tokens != nil {
 		plugins = append(plugins, "libXrdAccSciTokens", "libXrdSecztn")
 	}
-	acct, err := runAs("xrootd")
+	bins := []string{"xrootd"}
+	if o.RootTPC {
+		bins = append(bins, "xrdcp")
+	}
+	acct, err := runAs(bins...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +199,19 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return fail(err)
 	}
+	if o.HTTPTPC && o.CADir == "" {
+		o.CADir = filepath.Join(work, "ca")
+		if err := tlsCertCADir(o.CADir, o.TLSCert); err != nil {
+			return fail(err)
+		}
+	}
+	s.CADir = o.CADir
 	reach := []string{o.Dir, admin}
 	if o.TLSCert != "" {
 		reach = append(reach, o.TLSCert, o.TLSKey)
+	}
+	if o.CADir != "" {
+		reach = append(reach, o.CADir)
 	}
 	if o.LogPath != "" {
 		reach = append(reach, o.LogPath)
@@ -178,18 +235,24 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			}
 		}
 	}
-	var tokenLines, env []string
+	var more, env []string
 	if o.Tokens != nil {
-		if tokenLines, env, err = tokenSetup(o, work, acct); err != nil {
+		if more, env, err = tokenSetup(o, work, acct); err != nil {
 			return fail(err)
 		}
+	}
+	more = append(more, tpcLines(o)...)
+	if o.CADir != "" {
+		// XRootD's own clients in the daemon (the copy program of root://
+		// TPC) trust the same CAs.
+		env = append(env, "X509_CERT_DIR="+o.CADir)
 	}
 	s.LogPath = o.LogPath
 	if s.LogPath == "" {
 		s.LogPath = filepath.Join(admin, "xrootd.log")
 	}
 	err = retryPorts(2, func(ports []int) error {
-		cfg := serverConfig(o, s.Export, admin, ports[0], ports[1], tokenLines)
+		cfg := serverConfig(o, s.Export, admin, ports[0], ports[1], more)
 		cfgPath := filepath.Join(work, "xrootd.cfg")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return err
@@ -202,6 +265,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if o.HTTP {
 			s.HTTP = "http://" + loopback(ports[1])
 			listen = append(listen, loopback(ports[1]))
+			if o.TLSCert != "" {
+				s.HTTPS = "https://" + loopback(ports[1])
+			}
 		}
 		d, err := StartDaemon(ctx, Command{
 			Name: "xrootd", Args: append(append([]string(nil), acct.prefix...), "xrootd", "-I", "v4", "-c", cfgPath, "-l", "="+s.LogPath),
@@ -242,7 +308,11 @@ func serverConfig(o Options, export, admin string, port, httpPort int, more []st
 		lines = append(lines, fmt.Sprintf("xrd.protocol XrdHttp:%d libXrdHttp.so", httpPort), "http.listingdeny false")
 	}
 	if o.TLSCert != "" {
-		lines = append(lines, "xrd.tls "+o.TLSCert+" "+o.TLSKey, "xrd.tlsca noverify")
+		ca := "xrd.tlsca noverify"
+		if o.CADir != "" {
+			ca = "xrd.tlsca certdir " + o.CADir
+		}
+		lines = append(lines, "xrd.tls "+o.TLSCert+" "+o.TLSKey, ca)
 	}
 	lines = append(append(lines, more...), o.Extra...)
 	return strings.Join(lines, "\n") + "\n"
