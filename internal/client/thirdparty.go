@@ -276,7 +276,9 @@ func fallback(err error) bool {
 		}
 		return false
 	case errors.As(err, &se):
-		return se.Method == "COPY" && se.Code != http.StatusNotFound
+		// Any answer to the COPY itself: servers without COPY say 404,
+		// 405 or 501 (a missing source is found again by streaming).
+		return se.Method == "COPY"
 	}
 	return false
 }

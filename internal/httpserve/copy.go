@@ -133,9 +133,9 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 // copyRequest reads a COPY's transfer headers: TransferHeader<Name> are
 // sent as <Name> to the remote (TransferHeaderAuthorization carries the
 // remote's token), SciTag goes along; X-Number-Of-Streams (0-100) and
-// RequireChecksumVerification. Credential delegation is not done: a
-// Credential other than "none" is refused rather than ignored, so that a
-// client that needs it learns at once.
+// RequireChecksumVerification. Credential delegation is not done:
+// "gridsite" (what gfal2 asks without a token) goes on without one,
+// anything else but "none" is refused.
 func copyRequest(r *http.Request, remote *url.URL) (tpc.Request, error) {
 	req := tpc.Request{Remote: remote, Header: http.Header{}}
 	for k, v := range r.Header {
@@ -146,8 +146,16 @@ func copyRequest(r *http.Request, remote *url.URL) (tpc.Request, error) {
 	if v := r.Header.Get("SciTag"); v != "" {
 		req.Header.Set("SciTag", v)
 	}
-	if c := strings.TrimSpace(r.Header.Get("Credential")); c != "" && !strings.EqualFold(c, "none") {
-		return req, Errorf(http.StatusBadRequest, "COPY: Credential %q: credential delegation is not supported; send Credential: none and the remote's token in TransferHeaderAuthorization", c)
+	switch c := strings.ToLower(strings.TrimSpace(r.Header.Get("Credential"))); c {
+	case "", "none":
+	case "gridsite":
+		// gfal2 asks for GridSite delegation whenever it has no token
+		// for an https remote. None is done (the answer carries no
+		// X-Delegate-To, so gfal2 delegates nothing): the copy goes on
+		// with what TransferHeader* carries, which is enough for public
+		// data and for tokens.
+	default:
+		return req, Errorf(http.StatusBadRequest, "COPY: Credential %q: not supported (none; gridsite without delegation); send the remote's token in TransferHeaderAuthorization", c)
 	}
 	if s := strings.TrimSpace(r.Header.Get("X-Number-Of-Streams")); s != "" {
 		n, err := strconv.Atoi(s)

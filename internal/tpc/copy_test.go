@@ -150,7 +150,7 @@ func TestPullPush(t *testing.T) {
 	var names []string
 	for _, streams := range []string{"", "1", "4", "8"} {
 		name := "pull" + streams + ".bin"
-		a := copyReq(t, dst.URL+"/store/"+name, "Source", src.URL+"/store/f.bin", "X-Number-Of-Streams", streams, "Credential", "none")
+		a := copyReq(t, dst.URL+"/store/"+name, "Source", src.URL+"/store/f.bin", "X-Number-Of-Streams", streams, "Credential", map[string]string{"": "none", "1": "gridsite"}[streams])
 		wantFinal(t, a, "success: Created")
 		if a.markers < 2 || !strings.Contains(a.body, "Stripe Bytes Transferred: "+strconv.Itoa(len(data))) || !strings.Contains(a.body, "RemoteConnections: tcp:127.0.0.1:") {
 			t.Errorf("pull, %q streams: markers do not end with the whole file and the remote\n%s", streams, a.body)
@@ -219,7 +219,7 @@ func TestRefusedBeforeStart(t *testing.T) {
 		{"relative source", dst.URL + "/store/x", []string{"Source", "/store/f.bin"}, 400, "absolute"},
 		{"ftp source", dst.URL + "/store/x", []string{"Source", "ftp://127.0.0.1/f"}, 400, "not an http"},
 		{"bad stream count", dst.URL + "/store/x", []string{"Source", src.URL + "/store/f.bin", "X-Number-Of-Streams", "101"}, 400, "0 to 100"},
-		{"delegation asked", dst.URL + "/store/x", []string{"Source", src.URL + "/store/f.bin", "Credential", "gridsite"}, 400, "delegation"},
+		{"unknown credential type", dst.URL + "/store/x", []string{"Source", src.URL + "/store/f.bin", "Credential", "voms"}, 400, "not supported"},
 		{"Overwrite: F onto a file", dst.URL + "/store/old", []string{"Source", src.URL + "/store/f.bin", "Overwrite", "F"}, 412, "exists"},
 		{"onto a directory", dst.URL + "/store/", []string{"Source", src.URL + "/store/f.bin"}, 409, "directory"},
 		{"push of a missing file", dst.URL + "/store/nope", []string{"Destination", src.URL + "/store/y"}, 404, ""},
