@@ -1,0 +1,52 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/bench"
+	"github.com/wanda-fed/wanda/internal/testproc"
+)
+
+// TestTPCQuick runs the tpc experiment's quick preset on a small file
+// and checks that every line was produced with a plausible rate: wanda's
+// pulls at each stream count, XrdHttpTPC with and without streams,
+// xrdcp --tpc, at both RTTs.
+func TestTPCQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the tpc experiment takes half a minute")
+	}
+	for _, p := range []string{"xrootd", "xrdcp"} {
+		needPeer(t, p)
+	}
+	t.Setenv(testproc.ChildEnv, "1") // children run the real command line
+	e, ok := bench.Lookup("tpc")
+	if !ok {
+		t.Fatal("experiment tpc not registered")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: t.TempDir(), Set: map[string]string{"size": "8MB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, row := range r.Rows() {
+		k := fmt.Sprintf("%v %v %vms %v", row.Get("server"), row.Get("mode"), row.Get("rtt_ms"), row.Get("streams"))
+		v, _ := row.Get("of_link").(float64)
+		got[k] = v
+	}
+	for _, rtt := range []string{"0ms", "20ms"} {
+		for _, line := range []string{"wanda http-tpc %[1]s 1", "wanda http-tpc %[1]s 4", "xrootd http-tpc %[1]s 0", "xrootd http-tpc %[1]s 4", "xrootd xrdcp-tpc %[1]s 1"} {
+			k := fmt.Sprintf(line, rtt)
+			v, ok := got[k]
+			if !ok {
+				t.Errorf("no row %q (rows: %v)", k, got)
+			} else if v <= 0 || v > 1.2 {
+				t.Errorf("%q: %v of the link", k, v)
+			}
+		}
+	}
+}
