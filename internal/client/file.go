@@ -192,9 +192,12 @@ func (c *Client) fetch(ctx context.Context, u *url.URL, off, n int64, want []str
 			}
 			defer rc.Close()
 			learned = in.Alternates
-			if n < 0 && in.Size >= 0 {
-				// "To the end" is a length now: a retry asks for it.
-				n = in.Size - off
+			if in.Size >= 0 && (n < 0 || off+n > in.Size) {
+				// "To the end" is a length now, and a range past the end
+				// is cut to it: a retry asks for what the file has (a
+				// server may answer a range past its end badly: XRootD
+				// 5.5.3's XrdHttp does, see parseServedRange).
+				n = max(in.Size-off, done)
 			}
 			if expect != nil && in.Size >= 0 && !sameVersion(*expect, in, target) {
 				return fmt.Errorf("%s: %w (was %d bytes %s, now %d bytes %s)", Redact(target), ErrSourceChanged, expect.Size, expect.ETag, in.Size, in.ETag)

@@ -269,6 +269,35 @@ func wantDigest(algs []string) string {
 	return b.String()
 }
 
+// parseServedRange reads a 206's Content-Range, also as XRootD 5.5.3's
+// XrdHttp writes it: the range asked for, not the range sent, when it
+// runs past the end of the file ("bytes 0-8388607/5242957" with the
+// file's 5242957 bytes in the body; "bytes 9437184-15728639/5242957",
+// and nothing, for a range past the end, which RFC 9110 answers 416).
+// The first is read as the bytes up to the end (XrdHttp's body may stop
+// short of them: the retry asks for the rest); the second reports
+// pastEnd.
+func parseServedRange(v string, contentLength int64) (off, n, size int64, pastEnd bool, err error) {
+	off, n, size, err = parseRangeResp([]byte(v))
+	if err == nil {
+		return off, n, size, false, nil
+	}
+	var first, last, total int64
+	if _, serr := fmt.Sscanf(strings.TrimSpace(v), "bytes %d-%d/%d", &first, &last, &total); serr != nil || first < 0 || last < first || total < 0 {
+		return 0, 0, 0, false, err
+	}
+	switch {
+	case first >= total:
+		return first, 0, total, true, err
+	case last >= total:
+		// Only the bytes up to the end are taken (exactReader); a body
+		// that ends before them is an unexpected EOF, and the retry
+		// asks for what is left, within the file (see fetch).
+		return first, total - first, total, false, nil
+	}
+	return 0, 0, 0, false, err
+}
+
 // infoFrom reads what a GET or HEAD answer says about the file.
 func infoFrom(u *url.URL, resp *http.Response) Info {
 	in := Info{URL: u.String(), Name: lastSeg(u.Path), Size: -1}
@@ -279,7 +308,7 @@ func infoFrom(u *url.URL, resp *http.Response) Info {
 	}
 	in.ByteRanges = strings.Contains(h.Get("Accept-Ranges"), "bytes") || resp.StatusCode == http.StatusPartialContent
 	if resp.StatusCode == http.StatusPartialContent {
-		if _, _, total, err := parseRangeResp([]byte(h.Get("Content-Range"))); err == nil {
+		if _, _, total, _, err := parseServedRange(h.Get("Content-Range"), resp.ContentLength); err == nil {
 			in.Size = total
 		}
 	} else if resp.ContentLength >= 0 {
@@ -370,7 +399,12 @@ func (t *HTTPTransport) Read(ctx context.Context, u *url.URL, off, n int64, want
 	body := resp.Body
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		first, got, _, err := parseRangeResp([]byte(resp.Header.Get("Content-Range")))
+		first, got, _, pastEnd, err := parseServedRange(resp.Header.Get("Content-Range"), resp.ContentLength)
+		if pastEnd && first == off {
+			resp.Body.Close()
+			return nil, in, &StatusError{Method: http.MethodGet, URL: Redact(u), Code: http.StatusRequestedRangeNotSatisfiable,
+				Msg: "the range starts past the end of the file (Content-Range " + resp.Header.Get("Content-Range") + ")"}
+		}
 		if err != nil || first != off || (n >= 0 && got > n) {
 			resp.Body.Close()
 			return nil, in, fmt.Errorf("GET %s: asked for %s, server sent Content-Range %q", Redact(u), hdr.Get("Range"), resp.Header.Get("Content-Range"))

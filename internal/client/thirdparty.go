@@ -100,21 +100,24 @@ func (c *Client) thirdParty(ctx context.Context, mode string, src, dst *url.URL,
 	if mode == TPCPush {
 		runner, remote, hdrName = src, dst, "Destination"
 	}
+	// Keys as the specification spells them, not canonicalized by
+	// Header.Set: XrdHttpTPC matches them case-sensitively
+	// ("Transferheaderauthorization" would be ignored).
 	hdr := http.Header{hdrName: {remote.String()}, "Credential": {"none"}}
 	if tok, _, err := c.HTTP.bearerFor(remote); err != nil {
 		return err
 	} else if tok != "" {
 		// The remote's token, delegated: sent there by the server.
-		hdr.Set("TransferHeaderAuthorization", "Bearer "+tok)
+		hdr["TransferHeaderAuthorization"] = []string{"Bearer " + tok}
 	}
 	if o.Streams > 0 {
-		hdr.Set("X-Number-Of-Streams", strconv.Itoa(min(o.Streams, 100)))
+		hdr["X-Number-Of-Streams"] = []string{strconv.Itoa(min(o.Streams, 100))}
 	}
 	if o.NoReplace {
-		hdr.Set("Overwrite", "F")
+		hdr["Overwrite"] = []string{"F"}
 	}
 	if plan, err := planSums(o.Checksum); err == nil && plan.required {
-		hdr.Set("RequireChecksumVerification", "true")
+		hdr["RequireChecksumVerification"] = []string{"true"}
 	}
 	bar.SetTotal(size)
 	var st opStats
