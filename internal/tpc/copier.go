@@ -245,7 +245,10 @@ func (c *Copier) Pull(ctx context.Context, r Request, prog *Progress) (res clien
 	prog.streams.Store(int32(max(streams, 1)))
 	ctx = client.WithHeaders(prog.trace(ctx), r.Remote, r.Header)
 	opts := storage.CreateOptions{NoReplace: r.NoReplace, MakeParents: true, Size: -1}
-	o := client.CopyOptions{Streams: streams, Checksum: r.checksum()}
+	// Larger chunks than a download's: copies are of large files on
+	// links that the streams fill, where each chunk's request costs its
+	// stream a round trip.
+	o := client.CopyOptions{Streams: streams, Checksum: r.checksum(), ChunkMin: 16 << 20, ChunkMax: 256 << 20}
 	sink, res, err := c.c.Fetch(ctx, r.Remote.String(), func() (client.Sink, error) {
 		if r.NoReplace {
 			// Refused early: not after the bytes moved.

@@ -240,7 +240,7 @@ func (b *Backend) Create(_ context.Context, name string, opts storage.CreateOpti
 	if err != nil {
 		return nil, err
 	}
-	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts}
+	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts, wb: &writeback{f: f}}
 	if len(b.opts.OnWrite) > 0 {
 		u.sums = checksum.NewMulti(b.opts.OnWrite)
 	}
@@ -367,6 +367,7 @@ type upload struct {
 	sums  *checksum.Multi
 	done  bool
 	werr  error
+	wb    *writeback
 }
 
 func (u *upload) Write(p []byte) (int, error) {
@@ -375,6 +376,7 @@ func (u *upload) Write(p []byte) (int, error) {
 	}
 	n, err := u.f.Write(p)
 	u.n += int64(n)
+	u.wb.wrote(n)
 	if u.sums != nil {
 		u.sums.Write(p[:n])
 	}
@@ -430,6 +432,7 @@ func (u *upload) publish(ctx context.Context, sums map[string][]byte) (storage.F
 		u.Abort()
 		return storage.FileInfo{}, err
 	}
+	u.wb.wait()
 	if err := u.f.Sync(); err != nil {
 		u.Abort()
 		return storage.FileInfo{}, mapErr("fsync", u.name, err)
@@ -474,6 +477,7 @@ func (u *upload) Abort() error {
 		return nil
 	}
 	u.done = true
+	u.wb.wait()
 	if u.f != nil {
 		u.f.Close()
 		u.f = nil

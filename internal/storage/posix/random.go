@@ -27,7 +27,7 @@ func (b *Backend) CreateRandom(_ context.Context, name string, size int64, opts 
 	if err != nil {
 		return nil, err
 	}
-	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts}
+	u := &upload{b: b, f: f, tmp: tmp, lease: l, name: name, opts: opts, wb: &writeback{f: f}}
 	if err := f.Truncate(size); err != nil {
 		u.Abort()
 		return nil, mapErr("create", name, err)
@@ -51,6 +51,7 @@ func (r *randomUpload) WriteAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("write %q: upload already finished", r.u.name)
 	}
 	n, err := r.u.f.WriteAt(p, off)
+	r.u.wb.wrote(n)
 	if err != nil {
 		return n, mapErr("write", r.u.name, err)
 	}
