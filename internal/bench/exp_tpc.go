@@ -50,9 +50,7 @@ type tpcEnv struct {
 	size      int64
 	name      string
 	cfg       wan.Config
-	wandaSrc  string // the relay in front of wanda's source (host:port)
-	wandaDst  string // wanda's destination URL
-	relays    []*wan.Relay
+	wandaDst  string     // wanda's destination URL
 	xrd       *tpcXRootD // nil without XRootD
 }
 
