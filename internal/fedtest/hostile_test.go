@@ -122,10 +122,14 @@ func TestHostilePaths(t *testing.T) {
 		t.Errorf("huge path: status %d", code)
 	}
 	// Methods a redirector does not redirect.
-	for _, m := range []string{"TRACE", "PATCH", "LOCK", "COPY"} {
+	for _, m := range []string{"TRACE", "PATCH", "LOCK"} {
 		if code, loc := raw(t, f.Sites[0].Redirector.Addr, m, "/store/x"); code != http.StatusMethodNotAllowed || loc != "" {
 			t.Errorf("%s: status %d Location %q, want 405", m, code, loc)
 		}
+	}
+	// A COPY that says neither where from nor where to.
+	if code, loc := raw(t, f.Sites[0].Redirector.Addr, "COPY", "/store/x"); code != http.StatusBadRequest || loc != "" {
+		t.Errorf("COPY without Source or Destination: status %d Location %q, want 400", code, loc)
 	}
 }
 

@@ -240,10 +240,13 @@ func (r *Redirector) serveData(w http.ResponseWriter, req *http.Request) {
 	case "COPY":
 		// A third-party copy: pulled by a member that may store the
 		// file (Source), pushed by one that holds it (Destination).
-		if req.Header.Get("Source") != "" {
+		switch {
+		case req.Header.Get("Source") != "":
 			r.redirectWrite(w, req, p, tried)
-		} else {
+		case req.Header.Get("Destination") != "":
 			r.redirectRead(w, req, p, tried, false)
+		default:
+			http.Error(w, "COPY needs a Source (pull) or a Destination (push) header", http.StatusBadRequest)
 		}
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
