@@ -7,6 +7,12 @@
 // (Expire gives it back), so no file is ever moved by two instances at
 // once and nothing is lost when one dies. storetest holds the conformance
 // suite both implementations pass.
+//
+// Times are stored in UTC to the microsecond (PostgreSQL's precision), so
+// a time read back equals the one written truncated to the microsecond.
+// Operations that take a now use it, not the store's clock, for every
+// decision about leases and retry delays: tests and the scheduler decide
+// what time it is.
 package store
 
 import (
@@ -14,6 +20,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // JobState is a job's state.
@@ -166,37 +174,53 @@ var (
 	ErrFinal     = errors.New("already in a final state")
 )
 
+// NewID returns a fresh job id: a random (version 4) UUID, as FTS3's.
+func NewID() string { return uuid.NewString() }
+
+// Error classes the store itself records on attempts.
+const (
+	ClassLeaseExpired = "lease expired" // Expire gave the file back
+	ClassCanceled     = "canceled"      // Cancel stopped the file
+)
+
 // Store persists the service's state. Implementations are safe for
 // concurrent use by several goroutines and (postgres) several processes.
 type Store interface {
 	// Submit stores a job in state SUBMITTED and its files (their Index
-	// is set from their order; State SUBMITTED, Attempts 0). When a job
-	// with j.ID exists, it is returned unchanged with created false (a
-	// resubmission with a client-supplied id). j.Created and Updated are
-	// set by the store.
+	// is set from their order; State SUBMITTED, Attempts 0; Priority and
+	// Submitter the job's). When a job with j.ID exists, it is returned
+	// unchanged with created false (a resubmission with a client-supplied
+	// id; the files given are ignored). An empty j.ID gets NewID; an
+	// unset Params.Priority becomes 3; a job needs at least one file.
+	// j.Created and Updated are set by the store.
 	Submit(ctx context.Context, j Job, files []File) (stored Job, created bool, err error)
 	// Job returns a job with its file counts; ErrNotFound.
 	Job(ctx context.Context, id string) (Job, error)
 	// Files returns a job's files in index order; ErrNotFound.
 	Files(ctx context.Context, id string) ([]File, error)
-	// Attempts returns every attempt at a job's files, by file and N.
+	// Attempts returns every attempt at a job's files, by file and N;
+	// ErrNotFound.
 	Attempts(ctx context.Context, id string) ([]Attempt, error)
 	// ListJobs returns jobs with their file counts.
 	ListJobs(ctx context.Context, q JobQuery) ([]Job, error)
-	// Cancel moves every non-final file of a job to CANCELED and the job
-	// to CANCELED (ErrFinal when the job already ended). Active files
-	// are canceled too: their owner learns it from Renew or Finish
-	// (ErrLeaseLost) and stops.
+	// Cancel moves every non-final file of a job to CANCELED (error class
+	// ClassCanceled) and the job to CANCELED; ErrNotFound, or ErrFinal
+	// with the job as it is when it already ended. Active files are
+	// canceled too, their attempt recorded as ended now with ClassCanceled:
+	// their owner learns it from Renew or Finish (ErrLeaseLost) and stops.
 	Cancel(ctx context.Context, id string) (Job, error)
 
 	// Links returns, per link with queued or active files, how many are
-	// claimable now (SUBMITTED, NotBefore passed) and how many ACTIVE.
+	// claimable now (SUBMITTED, NotBefore passed) and how many ACTIVE,
+	// ordered by link.
 	Links(ctx context.Context, now time.Time) ([]LinkLoad, error)
 	// Claim leases up to n claimable files of link to owner until
 	// now+lease: highest priority first, then a fair share between
 	// submitters (the one with the fewest active files of the link
-	// first), then oldest. Claimed files are ACTIVE with Attempts
-	// incremented and Started set; their jobs become ACTIVE. On
+	// first, counting the files this claim hands out as it goes), then
+	// oldest (job submission time, then index). Claimed files are ACTIVE
+	// with Attempts incremented, Started set to now and Ended cleared;
+	// their jobs become ACTIVE. They are returned in that order. On
 	// postgres, concurrent claims by several instances never return the
 	// same file (FOR UPDATE SKIP LOCKED).
 	Claim(ctx context.Context, owner, link string, n int, now time.Time, lease time.Duration) ([]File, error)
@@ -206,17 +230,22 @@ type Store interface {
 	// Finish records attempt a of a file owner holds (ErrLeaseLost
 	// otherwise) and moves the file to next: FINISHED or FAILED (final),
 	// or SUBMITTED again with notBefore for a retry. a's error class,
-	// message, bytes, mode and times become the file's. When every file
-	// of the job is final, the job's state follows (FINISHED,
+	// message, bytes, mode and times become the file's (zero times: the
+	// claim's start, and now), its rate is computed from them. a.N, when
+	// not 0, must be the claimed file's Attempts: a fencing token, so a
+	// late Finish from an earlier claim by the same owner (expired, then
+	// claimed again) is refused with ErrLeaseLost. A lease that has run
+	// out but was not yet given back by Expire still holds. When every
+	// file of the job is final, the job's state follows (FINISHED,
 	// FINISHEDDIRTY, FAILED).
 	Finish(ctx context.Context, owner string, a Attempt, next FileState, notBefore time.Time) error
 	// Expire gives files whose lease ended before now back (SUBMITTED,
 	// claimable at once; their attempt recorded as lost with error class
-	// "lease expired") and returns how many.
+	// ClassLeaseExpired) and returns how many.
 	Expire(ctx context.Context, now time.Time) (int, error)
 
 	// Decide records an optimizer decision; Decisions returns a link's
-	// latest first (all links when link is ""), at most limit.
+	// latest first (all links when link is ""), at most limit (0: 100).
 	Decide(ctx context.Context, d Decision) error
 	Decisions(ctx context.Context, link string, limit int) ([]Decision, error)
 
