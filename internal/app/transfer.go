@@ -18,7 +18,6 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
-	"github.com/wanda-fed/wanda/internal/transfer/store/postgres"
 	"github.com/wanda-fed/wanda/internal/transfer/store/sqlite"
 )
 
@@ -49,7 +48,7 @@ type Transfer struct {
 func OpenStore(ctx context.Context, db string) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		return postgres.Open(ctx, db)
+		return nil, fmt.Errorf("postgres: not yet")
 	case strings.HasPrefix(db, "sqlite:"):
 		return sqlite.Open(strings.TrimPrefix(db, "sqlite:"))
 	case db == "" || strings.Contains(db, "://"):
@@ -151,7 +150,7 @@ func (t *Transfer) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- t.svc.Run(sctx) }()
-	t.log.Info("transfer service serving", "url", "http://"+ln.Addr().String(), "owner", t.svc.Owner(), "db", redactDB(t.o.DB))
+	t.log.Info("serving", "role", "transfer", "url", "http://"+ln.Addr().String(), "owner", t.svc.Owner(), "db", redactDB(t.o.DB))
 	timeout := t.o.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second

@@ -285,3 +285,6 @@ func (s *Service) Progress(k store.FileKey) (int64, bool) {
 	}
 	return fl.prog.moved(), true
 }
+
+// Active is the number of transfers this instance runs now.
+func (s *Service) Active() int { return s.active() }
