@@ -172,7 +172,7 @@ func scanFile(row pgx.Row, extra ...any) (store.File, error) {
 func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
 	var fs []store.File
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		fs = nil
+		fs = []store.File{}
 		if err := exists(ctx, tx, id); err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func exists(ctx context.Context, tx pgx.Tx, id string) error {
 func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error) {
 	var as []store.Attempt
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		as = nil
+		as = []store.Attempt{}
 		if err := exists(ctx, tx, id); err != nil {
 			return err
 		}

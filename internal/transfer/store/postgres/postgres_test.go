@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"context"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -120,4 +122,32 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// Close ends every goroutine the store started.
+func TestNoGoroutineLeak(t *testing.T) {
+	dsn := pgtest.Start(t)
+	before := runtime.NumGoroutine()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Submit(ctx, store.Job{Submitter: "alice"}, []store.File{{Sources: []string{"a"}, Destination: "b", Link: "l"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "w", "l", 1, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		<-tick.C
+	}
 }

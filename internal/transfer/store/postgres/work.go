@@ -78,7 +78,7 @@ RETURNING ` + fileCols + `, p.share, p.submitted`
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.Time, lease time.Duration) ([]store.File, error) {
 	if n <= 0 {
-		return nil, nil
+		return []store.File{}, nil
 	}
 	type claimed struct {
 		store.File
@@ -145,13 +145,13 @@ func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.T
 // Renew implements store.Store.
 func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, now time.Time, lease time.Duration) ([]store.FileKey, error) {
 	if len(files) == 0 {
-		return nil, nil
+		return []store.FileKey{}, nil
 	}
 	jobs, idxs := make([]string, len(files)), make([]int32, len(files))
 	for i, k := range files {
 		jobs[i], idxs[i] = k.Job, int32(k.Index)
 	}
-	var lost []store.FileKey
+	lost := []store.FileKey{}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `WITH mine AS (
 				SELECT f.job_id, f.idx FROM files f
