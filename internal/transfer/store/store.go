@@ -86,7 +86,8 @@ type Job struct {
 	Params    Params    `json:"params"`
 	Created   time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`
-	// Files counts the job's files by state (filled by Job and ListJobs).
+	// Files counts the job's files by state, every state present (filled
+	// by Job and ListJobs).
 	Files map[FileState]int `json:"files"`
 }
 
@@ -185,6 +186,8 @@ const (
 
 // Store persists the service's state. Implementations are safe for
 // concurrent use by several goroutines and (postgres) several processes.
+// Methods returning lists return empty ones, not nil, when there is
+// nothing (they encode as [] in JSON).
 type Store interface {
 	// Submit stores a job in state SUBMITTED and its files (their Index
 	// is set from their order; State SUBMITTED, Attempts 0; Priority and

@@ -122,7 +122,7 @@ func queryJobs(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]st
 		return nil, err
 	}
 	defer rows.Close()
-	var js []store.Job
+	js := []store.Job{}
 	for rows.Next() {
 		var j store.Job
 		var params, created, updated string
@@ -209,7 +209,7 @@ func scanFile(sc interface{ Scan(...any) error }) (store.File, error) {
 
 // Files implements store.Store.
 func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
-	var fs []store.File
+	fs := []store.File{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, id); err != nil {
 			return err
@@ -246,7 +246,7 @@ func exists(ctx context.Context, tx *sql.Tx, id string) error {
 
 // Attempts implements store.Store.
 func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error) {
-	var as []store.Attempt
+	as := []store.Attempt{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, tx, id); err != nil {
 			return err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -76,6 +78,10 @@ func TestNewerSchemaRefused(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO schema_version (version, applied) VALUES (999, 'later')`); err != nil {
 		t.Fatal(err)
 	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal mode %q, %v; want wal", mode, err)
+	}
 	_, err = sqlite.Open(path)
 	if err == nil || !strings.Contains(err.Error(), "schema version 999 is newer") {
 		t.Fatalf("Open of a newer database: %v", err)
@@ -92,5 +98,43 @@ func TestOpenRefusesURIs(t *testing.T) {
 			s.Close()
 			t.Errorf("Open(%q): no error", p)
 		}
+	}
+}
+
+// Close ends every goroutine the store started.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "transfer.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := s.Submit(ctx, store.Job{Submitter: "alice"}, []store.File{{Sources: []string{"a"}, Destination: "b", Link: "l"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "w", "l", 1, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ListJobs(ctx, store.JobQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines waits until no more than n goroutines run.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after\n%s", n, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		<-tick.C
 	}
 }

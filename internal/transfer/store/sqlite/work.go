@@ -12,7 +12,7 @@ import (
 
 // Links implements store.Store.
 func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, error) {
-	var ls []store.LinkLoad
+	ls := []store.LinkLoad{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT link,
 				sum(CASE WHEN state = ?1 AND not_before <= ?3 THEN 1 ELSE 0 END) AS queued,
@@ -48,9 +48,9 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 // and each group's oldest files from an index range.
 func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.Time, lease time.Duration) ([]store.File, error) {
 	if n <= 0 {
-		return nil, nil
+		return []store.File{}, nil
 	}
-	var claimed []store.File
+	claimed := []store.File{}
 	err := s.write(ctx, func(tx *wtx) error {
 		claimed = claimed[:0]
 		keys, err := claimOrder(ctx, tx, link, ts(now), n)
@@ -192,7 +192,7 @@ func each(ctx context.Context, tx querier, fn func(*sql.Rows) error, query strin
 
 // Renew implements store.Store.
 func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, now time.Time, lease time.Duration) ([]store.FileKey, error) {
-	var lost []store.FileKey
+	lost := []store.FileKey{}
 	err := s.write(ctx, func(tx *wtx) error {
 		lost = lost[:0]
 		for _, k := range files {
@@ -365,7 +365,7 @@ func (s *Store) Decisions(ctx context.Context, link string, limit int) ([]store.
 	if link != "" {
 		q, args = `SELECT link, time, active, rate, success, reason FROM decisions WHERE link = ? ORDER BY time DESC, id DESC LIMIT ?`, []any{link, limit}
 	}
-	var ds []store.Decision
+	ds := []store.Decision{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {

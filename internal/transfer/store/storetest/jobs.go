@@ -3,6 +3,10 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +117,44 @@ func testSubmitIdempotent(t *testing.T, s store.Store) {
 	j4 := submit(t, s, spec{id: "client-id-2"})
 	if j4.ID != "client-id-2" {
 		t.Errorf("second id: %q", j4.ID)
+	}
+
+	// The same id submitted by eight at once: one job, created once.
+	var wg sync.WaitGroup
+	var createdN atomic.Int32
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			j, created, err := s.Submit(ctx, store.Job{ID: "raced", Submitter: "alice"}, makeFiles(3, "raced link"))
+			if created {
+				createdN.Add(1)
+			}
+			if err == nil && (j.ID != "raced" || j.Files[store.FileSubmitted] != 3) {
+				err = fmt.Errorf("returned %+v", j)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Submit %d: %v", i, err)
+		}
+	}
+	if n := createdN.Load(); n != 1 {
+		t.Errorf("concurrent Submits of one id: %d created, want 1", n)
+	}
+	if fs := files(t, s, "raced"); len(fs) != 3 {
+		t.Errorf("concurrent Submits of one id: %d files, want 3", len(fs))
+	}
+
+	// Two cancels at once: one cancels, the other finds the job ended.
+	for i := range errs[:2] {
+		wg.Go(func() { _, errs[i] = s.Cancel(ctx, "raced") })
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs[0], errs[1]), store.ErrFinal) {
+		t.Errorf("concurrent Cancels: %v and %v; want one nil, one ErrFinal", errs[0], errs[1])
 	}
 }
 

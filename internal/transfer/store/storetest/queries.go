@@ -133,3 +133,35 @@ func testDecisions(t *testing.T, s store.Store) {
 	check("", 0, in[3], in[2], in[1], in[0])
 	check("none", 5)
 }
+
+// Lists are empty, not nil, when there is nothing: they encode as [].
+func testEmptyLists(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	check := func(what string, isNil bool, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if isNil {
+			t.Errorf("%s: nil, want an empty list", what)
+		}
+	}
+	js, err := s.ListJobs(ctx, store.JobQuery{})
+	check("ListJobs", js == nil, err)
+	ls, err := s.Links(ctx, now)
+	check("Links", ls == nil, err)
+	ds, err := s.Decisions(ctx, "", 0)
+	check("Decisions", ds == nil, err)
+	j := submit(t, s, spec{})
+	as, err := s.Attempts(ctx, j.ID)
+	check("Attempts", as == nil, err)
+	fs, err := s.Claim(ctx, "w1", "no such link", 5, now, lease)
+	check("Claim", fs == nil, err)
+	fs, err = s.Claim(ctx, "w1", "src.example -> dst.example", 0, now, lease)
+	check("Claim of 0", fs == nil, err)
+	lost, err := s.Renew(ctx, "w1", nil, now, lease)
+	check("Renew of none", lost == nil, err)
+	fs = claim(t, s, "w1", "src.example -> dst.example", 1, now)
+	lost, err = s.Renew(ctx, "w1", []store.FileKey{fs[0].FileKey}, now, lease)
+	check("Renew", lost == nil, err)
+}

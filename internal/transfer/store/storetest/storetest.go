@@ -46,6 +46,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Links", testLinks},
 		{"ListJobs", testListJobs},
 		{"Decisions", testDecisions},
+		{"EmptyLists", testEmptyLists},
+		{"Chaos", testChaos},
 		{"Concurrent", func(t *testing.T, s store.Store) { Concurrent(t, s) }},
 	}
 	for _, tc := range tests {
