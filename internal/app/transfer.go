@@ -18,6 +18,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
+	"github.com/wanda-fed/wanda/internal/transfer/store/postgres"
 	"github.com/wanda-fed/wanda/internal/transfer/store/sqlite"
 )
 
@@ -48,7 +49,7 @@ type Transfer struct {
 func OpenStore(ctx context.Context, db string) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		return nil, fmt.Errorf("postgres: not yet")
+		return postgres.Open(ctx, db)
 	case strings.HasPrefix(db, "sqlite:"):
 		return sqlite.Open(strings.TrimPrefix(db, "sqlite:"))
 	case db == "" || strings.Contains(db, "://"):

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
+	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtest"
 	"github.com/wanda-fed/wanda/internal/wan"
 )
 
@@ -184,4 +186,81 @@ func TestCancel(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("second DELETE: %d, want 409", resp.StatusCode)
 	}
+}
+
+// Two instances share one PostgreSQL: kill -9 of the one moving files,
+// and the other takes them over after their lease and finishes the job;
+// no file is moved by both, no partial destination is ever visible.
+func TestKillOneOfTwoPostgres(t *testing.T) {
+	dsn := pgtest.Start(t)
+	s := startSlowSites(t, 8, 2<<20, 40e6)
+	args := []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json",
+		"--lease", "1s", "--link-min", "4", "--optimizer-interval", "200ms"}
+	a := testproc.StartProcess(t, nil, args...)
+	b := testproc.StartProcess(t, nil, args...)
+	id := apiSubmit(t, a.URL, s.request("pg-kill-1"))
+	// Whichever instance claimed files first is killed.
+	var victim, survivor *testproc.Process
+	waitAPI(t, 20*time.Second, "files in flight", func() bool {
+		owner := activeOwner(t, a.URL, id)
+		switch {
+		case owner == "":
+			return false
+		case strings.Contains(a.Log(), owner):
+			victim, survivor = a, b
+		default:
+			victim, survivor = b, a
+		}
+		return true
+	})
+	victim.Kill(t)
+	s.consistent(t)
+	var j store.Job
+	waitAPI(t, time.Minute, "the job to end on the other instance", func() bool { j = apiJob(t, survivor.URL, id); return j.State.Final() })
+	if j.State != store.JobFinished || j.Files[store.FileFinished] != len(s.files) {
+		t.Fatalf("after the kill: %s %v", j.State, j.Files)
+	}
+	if n := s.consistent(t); n != len(s.files) {
+		t.Fatalf("%d whole files at the destination, want %d", n, len(s.files))
+	}
+	// Every attempt of every file: at most one instance at a time (the
+	// store's fencing), and the survivor finished what the victim held.
+	resp, err := http.Get(survivor.URL + "/api/v1/jobs/" + id + "/files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var fr transfer.FilesResponse
+	if err := json.NewDecoder(resp.Body).Decode(&fr); err != nil {
+		t.Fatal(err)
+	}
+	expired := 0
+	for _, at := range fr.Attempts {
+		if at.ErrorClass == store.ClassLeaseExpired {
+			expired++
+		}
+	}
+	if expired == 0 {
+		t.Errorf("no attempt was taken over (lease expired): %+v", fr.Attempts)
+	}
+}
+
+// activeOwner is the owner of an ACTIVE file of the job, or "".
+func activeOwner(t *testing.T, base, id string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/jobs/" + id + "/files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var fr transfer.FilesResponse
+	if err := json.NewDecoder(resp.Body).Decode(&fr); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fr.Files {
+		if f.State == store.FileActive {
+			return f.Owner
+		}
+	}
+	return ""
 }
