@@ -54,6 +54,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newWanCmd(),
 		newBenchCmd(),
 		newCpCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
+		newTransferCmd(),
 		newTokenCmd(), newVersionCmd(),
 	)
 	return root

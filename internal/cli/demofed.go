@@ -14,9 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanda-fed/wanda/internal/app"
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/transfer"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // demoSite is one site of the demo federation: its name and the local
@@ -81,6 +84,7 @@ func runFedDemo(ctx context.Context, out, logw io.Writer, dir string) error {
 		cfg.Server.Federation.Heartbeat = 500 * time.Millisecond
 		cfg.Server.Federation.Labels = map[string]string{"site": site}
 		cfg.Server.ShutdownTimeout = 2 * time.Second
+		cfg.Server.TPC.Allow = []string{"127.0.0.0/8"} // the demo's sites copy between themselves on loopback
 		srv, err := app.NewServer(cfg, app.NewLogger(logCfg, logw).With("node", "server "+site), prometheus.NewRegistry())
 		if err != nil {
 			return "", err
@@ -143,6 +147,22 @@ func runFedDemo(ctx context.Context, out, logw io.Writer, dir string) error {
 	if err := waitTopology(ctx, global, 2+2*2); err != nil {
 		return err
 	}
+	// The transfer service, on SQLite in the demo's directory.
+	tr, err := app.NewTransfer(ctx, app.TransferOptions{DB: "sqlite:" + filepath.Join(dir, "transfer.db"), Client: demoClient(),
+		Service: transfer.Options{Tick: 100 * time.Millisecond}}, app.NewLogger(logCfg, logw).With("node", "transfer"), prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	tln, err := listen()
+	if err != nil {
+		return err
+	}
+	tc := make(chan error, 1)
+	wait = append(wait, tc)
+	go func() { tc <- tr.Serve(ctx, tln) }()
+	xfer := "http://" + tln.Addr().String()
+	fmt.Fprintf(out, "   transfer service   %s\n", xfer)
 	fmt.Fprintln(out)
 	a := siteURL["A"]
 	return runSteps(ctx, out, [][]string{
@@ -157,6 +177,11 @@ func runFedDemo(ctx context.Context, out, logw io.Writer, dir string) error {
 		// A new file goes to a writable server of the site it is sent to.
 		{"put", filepath.Join(dir, "from-site-B.root"), a + "/store/user/demo/new.root"},
 		{"locate", global + "/store/user/demo/new.root"},
+		// A job for the transfer service: site B's file to site A, by
+		// third-party copy through both redirectors.
+		{"transfer", "submit", "--server", xfer, "--id", "demo-job", global + "/store/" + only, a + "/store/user/demo/by-transfer.root"},
+		{"transfer", "status", "--server", xfer, "--watch", "--interval", "200ms", "demo-job"},
+		{"locate", global + "/store/user/demo/by-transfer.root"},
 	})
 }
 
@@ -192,5 +217,14 @@ func countNodes(n fed.Node) int {
 	for _, ch := range n.Children {
 		c += countNodes(ch)
 	}
+	return c
+}
+
+// demoClient is the transfer service's engine (no credentials).
+func demoClient() *client.Client {
+	c := client.New()
+	xt := xrdclient.New(xrdclient.Options{})
+	c.Register("root", xt)
+	c.Register("roots", xt)
 	return c
 }

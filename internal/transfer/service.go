@@ -1,0 +1,290 @@
+// Package transfer is `wanda transfer`: a bulk transfer service in
+// FTS3's spirit. Clients submit jobs of files (alternative sources, one
+// destination) over a JSON REST API (api.go); the jobs live in a
+// store.Store (SQLite for one instance, PostgreSQL shared by several);
+// a scheduler in every instance claims files per link under leases and
+// moves them with the client engine — third-party copy when both ends do
+// it, else through this host — with retries, alternative sources and
+// checksum verification (worker.go); an optimizer per link decides how
+// many transfers the link carries (optimizer.go).
+//
+// Written here rather than taken from a library: no Go library does
+// FTS's job; the pieces underneath (SQL drivers, the copy engine) are
+// libraries or wanda's own.
+package transfer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/transfer/store"
+)
+
+// Options configure a Service. Zero values take the defaults noted.
+type Options struct {
+	Store store.Store
+	// Client moves the files (its credentials are the service's).
+	Client *client.Client
+	// Owner names this instance in leases (default host:pid:random).
+	Owner string
+	// Lease is how long a claimed file stays this instance's without a
+	// renewal (default 30 s); Tick how often the scheduler runs (1 s).
+	Lease, Tick time.Duration
+	// MaxActive bounds this instance's transfers at once (default 64).
+	MaxActive int
+	// Streams per file (0: from the size, as wanda cp).
+	Streams int
+	// Optimizer bounds and pace (see OptimizerOptions).
+	Optimizer OptimizerOptions
+	Log       *slog.Logger
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Service is one instance of the transfer service.
+type Service struct {
+	o     Options
+	st    store.Store
+	owner string
+	log   *slog.Logger
+	opt   *optimizer
+
+	mu       sync.Mutex
+	inflight map[store.FileKey]*flight
+	wg       sync.WaitGroup
+}
+
+// flight is a file being moved by this instance.
+type flight struct {
+	file   store.File
+	prog   *progress
+	cancel context.CancelCauseFunc
+}
+
+// New returns a Service; Run starts its scheduler, Handler its API.
+func New(o Options) (*Service, error) {
+	if o.Store == nil || o.Client == nil {
+		return nil, errors.New("transfer: a store and a client are needed")
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	if o.MaxActive <= 0 {
+		o.MaxActive = 64
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}}
+	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log)
+	return s, nil
+}
+
+func (s *Service) now() time.Time { return s.o.Now().UTC() }
+
+// Owner is this instance's name in leases.
+func (s *Service) Owner() string { return s.owner }
+
+// Run schedules until ctx ends, then cancels the transfers in flight and
+// waits for them (their files go back to the queue: the lease is given
+// up by recording the attempt as canceled and the file SUBMITTED).
+func (s *Service) Run(ctx context.Context) error {
+	tick := time.NewTicker(s.o.Tick)
+	defer tick.Stop()
+	renew := time.NewTicker(max(s.o.Lease/3, 10*time.Millisecond))
+	defer renew.Stop()
+	s.schedule(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll(context.Cause(ctx))
+			return nil
+		case <-tick.C:
+			s.schedule(ctx)
+		case <-renew.C:
+			s.renew(ctx)
+		}
+	}
+}
+
+// schedule takes back expired leases, lets the optimizer look at the
+// links, and claims what the links and this instance may still carry.
+func (s *Service) schedule(ctx context.Context) {
+	now := s.now()
+	if n, err := s.st.Expire(ctx, now); err != nil {
+		s.log.Warn("expiring leases", "err", err)
+	} else if n > 0 {
+		s.log.Info("took back files whose leases ran out", "files", n)
+	}
+	loads, err := s.st.Links(ctx, now)
+	if err != nil {
+		s.log.Warn("reading the queue", "err", err)
+		return
+	}
+	s.opt.observe(ctx, now, loads, s.linkBytes())
+	for _, l := range loads {
+		free := s.o.MaxActive - s.active()
+		if free <= 0 {
+			return
+		}
+		want := min(s.opt.limit(l.Link)-l.Active, l.Queued, free)
+		if want <= 0 {
+			continue
+		}
+		files, err := s.st.Claim(ctx, s.owner, l.Link, want, now, s.o.Lease)
+		if err != nil {
+			s.log.Warn("claiming files", "link", l.Link, "err", err)
+			continue
+		}
+		for _, f := range files {
+			s.start(ctx, f)
+		}
+	}
+}
+
+func (s *Service) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// linkBytes is the bytes moved so far by this instance's transfers in
+// flight, per link (the optimizer adds the finished ones).
+func (s *Service) linkBytes() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]int64{}
+	for _, fl := range s.inflight {
+		m[fl.file.Link] += fl.prog.moved()
+	}
+	return m
+}
+
+// start moves a claimed file in its own goroutine.
+func (s *Service) start(ctx context.Context, f store.File) {
+	j, err := s.st.Job(ctx, f.Job)
+	if err != nil {
+		s.log.Warn("reading a claimed file's job", "job", f.Job, "err", err)
+		return
+	}
+	fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	fl := &flight{file: f, prog: newProgress(), cancel: cancel}
+	s.mu.Lock()
+	s.inflight[f.FileKey] = fl
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel(nil)
+		a := s.move(fctx, f, j.Params, fl.prog)
+		s.finish(f, j.Params, a, fl)
+	}()
+}
+
+// finish records an attempt and decides the file's next state.
+func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flight) {
+	s.mu.Lock()
+	delete(s.inflight, f.FileKey)
+	s.mu.Unlock()
+	if a.Bytes == 0 {
+		a.Bytes = fl.prog.moved()
+	}
+	next, notBefore := store.FileFinished, time.Time{}
+	switch {
+	case a.ErrorClass == "":
+	case a.ErrorClass == ClassCanceled:
+		// Stopped by us (shutdown) or by a cancel: back to the queue;
+		// a canceled job's file is final already (ErrLeaseLost below).
+		next = store.FileSubmitted
+	case Retryable(a.ErrorClass) && f.Attempts <= p.Retry:
+		next, notBefore = store.FileSubmitted, retryAt(a.End, p)
+	default:
+		next = store.FileFailed
+	}
+	s.opt.finished(f.Link, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.st.Finish(ctx, s.owner, a, next, notBefore)
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		s.log.Info("the file is no longer ours (canceled, or taken over)", "job", f.Job, "file", f.Index)
+	case err != nil:
+		s.log.Error("recording an attempt", "job", f.Job, "file", f.Index, "err", err)
+	case a.ErrorClass == "":
+		s.log.Info("file done", "job", f.Job, "file", f.Index, "mode", a.Mode, "bytes", a.Bytes, "seconds", a.End.Sub(a.Start).Seconds())
+	default:
+		s.log.Warn("file attempt failed", "job", f.Job, "file", f.Index, "attempt", a.N, "class", a.ErrorClass, "next", next, "err", a.Message)
+	}
+}
+
+// renew extends the leases of the files in flight; those lost
+// (canceled, or taken over after an expiry) are stopped.
+func (s *Service) renew(ctx context.Context) {
+	s.mu.Lock()
+	keys := make([]store.FileKey, 0, len(s.inflight))
+	for k := range s.inflight {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	lost, err := s.st.Renew(ctx, s.owner, keys, s.now(), s.o.Lease)
+	if err != nil {
+		s.log.Warn("renewing leases", "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range lost {
+		if fl, ok := s.inflight[k]; ok {
+			fl.cancel(errLost)
+		}
+	}
+}
+
+var errLost = errors.New("the file's lease is lost (canceled, or taken over)")
+
+// stopAll cancels the transfers in flight and waits for them.
+func (s *Service) stopAll(cause error) {
+	s.mu.Lock()
+	for _, fl := range s.inflight {
+		fl.cancel(cause)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// Progress is the bytes moved so far of a file in flight here.
+func (s *Service) Progress(k store.FileKey) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fl, ok := s.inflight[k]
+	if !ok {
+		return 0, false
+	}
+	return fl.prog.moved(), true
+}
+
+// Active is the number of transfers this instance runs now.
+func (s *Service) Active() int { return s.active() }

@@ -1,0 +1,293 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wanda-fed/wanda/internal/transfer/store"
+)
+
+// Submit implements store.Store.
+func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (store.Job, bool, error) {
+	if len(files) == 0 {
+		return store.Job{}, false, errors.New("submit: a job needs at least one file")
+	}
+	if j.ID == "" {
+		j.ID = store.NewID()
+	}
+	if j.Params.Priority == 0 {
+		j.Params.Priority = 3
+	}
+	params, err := json.Marshal(j.Params)
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("submit %s: %w", j.ID, err)
+	}
+	now := utc(time.Now())
+	created := false
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		created = false
+		tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, submitter, state, params, created, updated)
+			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (id) DO NOTHING`,
+			j.ID, j.Submitter, store.JobSubmitted, string(params), now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // resubmission: the job stands as it is
+		}
+		created = true
+		rows := make([][]any, len(files))
+		for i, f := range files {
+			var meta any
+			if len(f.Metadata) > 0 {
+				meta = string(f.Metadata)
+			}
+			src := f.Sources
+			if src == nil {
+				src = []string{}
+			}
+			rows[i] = []any{j.ID, i, src, f.Destination, f.Checksum, f.Filesize, meta, f.Link,
+				j.Params.Priority, j.Submitter, now, string(store.FileSubmitted)}
+		}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"files"},
+			[]string{"job_id", "idx", "sources", "destination", "checksum", "filesize", "metadata", "link",
+				"priority", "submitter", "submitted", "state"},
+			pgx.CopyFromRows(rows))
+		return err
+	})
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("submit %s: %w", j.ID, err)
+	}
+	stored, err := s.Job(ctx, j.ID)
+	return stored, created, err
+}
+
+// jobCols are the columns scanJob reads: the job and its file counts (as
+// a JSON object), in one statement so that they agree.
+const jobCols = `j.id, j.submitter, j.state, j.params, j.created, j.updated,
+	(SELECT coalesce(json_object_agg(state, n), '{}') FROM (
+		SELECT state, count(*) AS n FROM files WHERE job_id = j.id GROUP BY state) c)`
+
+// scanJob reads one row of jobCols.
+func scanJob(row pgx.Row) (store.Job, error) {
+	var j store.Job
+	var params, counts []byte
+	if err := row.Scan(&j.ID, &j.Submitter, &j.State, &params, &j.Created, &j.Updated, &counts); err != nil {
+		return j, err
+	}
+	j.Created, j.Updated = j.Created.UTC(), j.Updated.UTC()
+	if err := json.Unmarshal(params, &j.Params); err != nil {
+		return j, fmt.Errorf("job %s: stored params: %w", j.ID, err)
+	}
+	j.Files = map[store.FileState]int{
+		store.FileSubmitted: 0, store.FileActive: 0, store.FileFinished: 0, store.FileFailed: 0, store.FileCanceled: 0,
+	}
+	if err := json.Unmarshal(counts, &j.Files); err != nil {
+		return j, fmt.Errorf("job %s: file counts: %w", j.ID, err)
+	}
+	return j, nil
+}
+
+// Job implements store.Store.
+func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs j WHERE j.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Job{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs implements store.Store.
+func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, error) {
+	var states, before any // NULL: no condition
+	if len(q.States) > 0 {
+		ss := make([]string, len(q.States))
+		for i, st := range q.States {
+			ss[i] = string(st)
+		}
+		states = ss
+	}
+	if !q.Before.IsZero() {
+		before = utc(q.Before)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs j
+		WHERE ($1::text[] IS NULL OR j.state = ANY ($1))
+			AND ($2::timestamptz IS NULL OR j.created < $2)
+		ORDER BY j.created DESC, j.id DESC
+		LIMIT $3`, states, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	js := []store.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		js = append(js, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// fileCols are the columns scanFile reads, in its order (f is files).
+const fileCols = `f.job_id, f.idx, f.sources, f.destination, f.checksum, f.filesize, f.metadata, f.link,
+	f.priority, f.submitter, f.state, f.attempts, f.not_before, f.owner, f.lease_until,
+	f.error_class, f.reason, f.bytes, f.rate, f.mode, f.started, f.ended`
+
+// scanFile reads one row of fileCols, and then into extra.
+func scanFile(row pgx.Row, extra ...any) (store.File, error) {
+	var f store.File
+	var meta []byte
+	var notBefore, leaseUntil, started, ended *time.Time
+	dst := append([]any{&f.Job, &f.Index, &f.Sources, &f.Destination, &f.Checksum, &f.Filesize, &meta, &f.Link,
+		&f.Priority, &f.Submitter, &f.State, &f.Attempts, &notBefore, &f.Owner, &leaseUntil,
+		&f.ErrorClass, &f.Reason, &f.Bytes, &f.Rate, &f.Mode, &started, &ended}, extra...)
+	if err := row.Scan(dst...); err != nil {
+		return f, err
+	}
+	if len(meta) > 0 {
+		f.Metadata = json.RawMessage(meta)
+	}
+	f.NotBefore, f.LeaseUntil, f.Started, f.Ended = fromOpt(notBefore), fromOpt(leaseUntil), fromOpt(started), fromOpt(ended)
+	return f, nil
+}
+
+// Files implements store.Store.
+func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
+	var fs []store.File
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		fs = []store.File{}
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+fileCols+` FROM files f WHERE f.job_id = $1 ORDER BY f.idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			f, err := scanFile(rows)
+			if err != nil {
+				return err
+			}
+			fs = append(fs, f)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("files of job %s: %w", id, err)
+	}
+	return fs, nil
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction: one snapshot
+// for all its queries.
+func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// exists is ErrNotFound when there is no job id.
+func exists(ctx context.Context, tx pgx.Tx, id string) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM jobs WHERE id = $1`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// Attempts implements store.Store.
+func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error) {
+	var as []store.Attempt
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		as = []store.Attempt{}
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT job_id, idx, n, owner, started, ended, source, destination,
+			mode, bytes, error_class, message FROM attempts WHERE job_id = $1 ORDER BY idx, n`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a store.Attempt
+			var start, end *time.Time
+			if err := rows.Scan(&a.Job, &a.Index, &a.N, &a.Owner, &start, &end, &a.Source, &a.Destination,
+				&a.Mode, &a.Bytes, &a.ErrorClass, &a.Message); err != nil {
+				return err
+			}
+			a.Start, a.End = fromOpt(start), fromOpt(end)
+			as = append(as, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of job %s: %w", id, err)
+	}
+	return as, nil
+}
+
+// Cancel implements store.Store.
+func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
+	now := utc(time.Now())
+	final := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		final = false
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		// The job's open files first, in index order (the lock order),
+		// then the job: a claim or a finish in flight completes first.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM files WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE')
+			ORDER BY idx FOR NO KEY UPDATE`, id); err != nil {
+			return err
+		}
+		var state store.JobState
+		if err := tx.QueryRow(ctx, `SELECT state FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&state); err != nil {
+			return err
+		}
+		if state.Final() {
+			final = true
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+				source, destination, mode, bytes, error_class, message)
+			SELECT job_id, idx, attempts, owner, started, $2, '', destination, '', 0, $3, 'job canceled'
+			FROM files WHERE job_id = $1 AND state = 'ACTIVE'`, id, now, store.ClassCanceled); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE files SET state = 'CANCELED', owner = '', lease_until = NULL,
+				error_class = $3, reason = 'job canceled',
+				ended = CASE WHEN state = 'ACTIVE' THEN $2 ELSE ended END
+			WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE')`, id, now, store.ClassCanceled); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE jobs SET state = 'CANCELED', updated = $2 WHERE id = $1`, id, now)
+		return err
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	j, err := s.Job(ctx, id)
+	if err == nil && final {
+		err = fmt.Errorf("cancel job %s: %w", id, store.ErrFinal)
+	}
+	return j, err
+}

@@ -1,0 +1,327 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/transfer/store"
+)
+
+// Submit implements store.Store.
+func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (store.Job, bool, error) {
+	if len(files) == 0 {
+		return store.Job{}, false, errors.New("submit: a job needs at least one file")
+	}
+	if j.ID == "" {
+		j.ID = store.NewID()
+	}
+	if j.Params.Priority == 0 {
+		j.Params.Priority = 3
+	}
+	params, err := json.Marshal(j.Params)
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("submit %s: %w", j.ID, err)
+	}
+	now := ts(time.Now())
+	created := false
+	err = s.write(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, submitter, state, params, created, updated)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			j.ID, j.Submitter, store.JobSubmitted, string(params), now, now)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // resubmission: the job stands as it is
+		}
+		created = true
+		for i, f := range files {
+			src, err := json.Marshal(f.Sources)
+			if err != nil {
+				return err
+			}
+			var meta any
+			if len(f.Metadata) > 0 {
+				meta = string(f.Metadata)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO files (job_id, idx, sources, destination,
+					checksum, filesize, metadata, link, priority, submitter, submitted, state)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, i, string(src), f.Destination, f.Checksum,
+				f.Filesize, meta, f.Link, j.Params.Priority, j.Submitter, now, store.FileSubmitted); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("submit %s: %w", j.ID, err)
+	}
+	stored, err := s.Job(ctx, j.ID)
+	return stored, created, err
+}
+
+// Job implements store.Store.
+func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
+	var j store.Job
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		js, err := queryJobs(ctx, tx, `WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if len(js) == 0 {
+			return store.ErrNotFound
+		}
+		j = js[0]
+		return nil
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs implements store.Store.
+func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, error) {
+	where, args := "WHERE 1 = 1", []any{}
+	if len(q.States) > 0 {
+		where += " AND state IN (" + placeholders(len(q.States)) + ")"
+		for _, st := range q.States {
+			args = append(args, string(st))
+		}
+	}
+	if !q.Before.IsZero() {
+		where += " AND created < ?"
+		args = append(args, ts(q.Before))
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	where += " ORDER BY created DESC, id DESC LIMIT ?"
+	args = append(args, limit)
+	var js []store.Job
+	err := s.read(ctx, func(tx *sql.Tx) (err error) {
+		js, err = queryJobs(ctx, tx, where, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// queryJobs reads the jobs selected by where (a WHERE clause and what
+// follows) with their file counts.
+func queryJobs(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]store.Job, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, submitter, state, params, created, updated FROM jobs `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	js := []store.Job{}
+	for rows.Next() {
+		var j store.Job
+		var params, created, updated string
+		if err := rows.Scan(&j.ID, &j.Submitter, &j.State, &params, &created, &updated); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(params), &j.Params); err != nil {
+			return nil, fmt.Errorf("job %s: stored params: %w", j.ID, err)
+		}
+		if j.Created, err = parseTS(created); err != nil {
+			return nil, err
+		}
+		if j.Updated, err = parseTS(updated); err != nil {
+			return nil, err
+		}
+		js = append(js, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	for i := range js {
+		if js[i].Files, err = fileCounts(ctx, tx, js[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return js, nil
+}
+
+// fileCounts counts a job's files by state (every state present).
+func fileCounts(ctx context.Context, tx *sql.Tx, id string) (map[store.FileState]int, error) {
+	counts := map[store.FileState]int{
+		store.FileSubmitted: 0, store.FileActive: 0, store.FileFinished: 0, store.FileFailed: 0, store.FileCanceled: 0,
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT state, count(*) FROM files WHERE job_id = ? GROUP BY state`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st store.FileState
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		counts[st] = n
+	}
+	return counts, rows.Err()
+}
+
+// fileCols are the columns scanFile reads, in its order.
+const fileCols = `job_id, idx, sources, destination, checksum, filesize, metadata, link,
+	priority, submitter, state, attempts, not_before, owner, lease_until,
+	error_class, reason, bytes, rate, mode, started, ended`
+
+// scanFile reads one row of fileCols.
+func scanFile(sc interface{ Scan(...any) error }) (store.File, error) {
+	var f store.File
+	var src string
+	var meta sql.NullString
+	var notBefore, leaseUntil, started, ended string
+	if err := sc.Scan(&f.Job, &f.Index, &src, &f.Destination, &f.Checksum, &f.Filesize, &meta, &f.Link,
+		&f.Priority, &f.Submitter, &f.State, &f.Attempts, &notBefore, &f.Owner, &leaseUntil,
+		&f.ErrorClass, &f.Reason, &f.Bytes, &f.Rate, &f.Mode, &started, &ended); err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal([]byte(src), &f.Sources); err != nil {
+		return f, fmt.Errorf("file %s/%d: stored sources: %w", f.Job, f.Index, err)
+	}
+	if meta.Valid {
+		f.Metadata = json.RawMessage(meta.String)
+	}
+	var err error
+	for _, t := range []struct {
+		dst *time.Time
+		s   string
+	}{{&f.NotBefore, notBefore}, {&f.LeaseUntil, leaseUntil}, {&f.Started, started}, {&f.Ended, ended}} {
+		if *t.dst, err = parseTS(t.s); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// Files implements store.Store.
+func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
+	fs := []store.File{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+fileCols+` FROM files WHERE job_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			f, err := scanFile(rows)
+			if err != nil {
+				return err
+			}
+			fs = append(fs, f)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("files of job %s: %w", id, err)
+	}
+	return fs, nil
+}
+
+// exists is ErrNotFound when there is no job id.
+func exists(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// Attempts implements store.Store.
+func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error) {
+	as := []store.Attempt{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT job_id, idx, n, owner, started, ended, source, destination,
+			mode, bytes, error_class, message FROM attempts WHERE job_id = ? ORDER BY idx, n`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a store.Attempt
+			var start, end string
+			if err := rows.Scan(&a.Job, &a.Index, &a.N, &a.Owner, &start, &end, &a.Source, &a.Destination,
+				&a.Mode, &a.Bytes, &a.ErrorClass, &a.Message); err != nil {
+				return err
+			}
+			if a.Start, err = parseTS(start); err != nil {
+				return err
+			}
+			if a.End, err = parseTS(end); err != nil {
+				return err
+			}
+			as = append(as, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of job %s: %w", id, err)
+	}
+	return as, nil
+}
+
+// Cancel implements store.Store.
+func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
+	now := ts(time.Now())
+	final := false
+	err := s.write(ctx, func(tx *wtx) error {
+		var state store.JobState
+		err := tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, id).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if state.Final() {
+			final = true
+			return nil
+		}
+		// The attempts the cancel interrupts, then the files.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+				source, destination, mode, bytes, error_class, message)
+			SELECT job_id, idx, attempts, owner, started, ?, '', destination, '', 0, ?, 'job canceled'
+			FROM files WHERE job_id = ? AND state = ?`,
+			now, store.ClassCanceled, id, store.FileActive); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE files SET state = ?, owner = '', lease_until = '',
+				error_class = ?, reason = 'job canceled',
+				ended = CASE WHEN state = ? THEN ? ELSE ended END
+			WHERE job_id = ? AND state IN (?, ?)`,
+			store.FileCanceled, store.ClassCanceled, store.FileActive, now,
+			id, store.FileSubmitted, store.FileActive); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = ?, updated = ? WHERE id = ?`, store.JobCanceled, now, id)
+		return err
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	j, err := s.Job(ctx, id)
+	if err == nil && final {
+		err = fmt.Errorf("cancel job %s: %w", id, store.ErrFinal)
+	}
+	return j, err
+}

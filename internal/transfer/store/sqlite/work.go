@@ -1,0 +1,392 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/transfer/store"
+)
+
+// Links implements store.Store.
+func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, error) {
+	ls := []store.LinkLoad{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT link,
+				sum(CASE WHEN state = ?1 AND not_before <= ?3 THEN 1 ELSE 0 END) AS queued,
+				sum(CASE WHEN state = ?2 THEN 1 ELSE 0 END) AS active
+			FROM files WHERE state IN (?1, ?2)
+			GROUP BY link HAVING queued + active > 0 ORDER BY link`,
+			store.FileSubmitted, store.FileActive, ts(now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l store.LinkLoad
+			if err := rows.Scan(&l.Link, &l.Queued, &l.Active); err != nil {
+				return err
+			}
+			ls = append(ls, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("links: %w", err)
+	}
+	return ls, nil
+}
+
+// Claim implements store.Store.
+//
+// The order (priority, then fair share, then age) is worked out here
+// rather than in one SQL statement: ranking every claimable file of the
+// link with a window function costs a sort of the whole queue per claim,
+// while the queue's (priority, submitter) groups come from an index scan
+// and each group's oldest files from an index range.
+func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.Time, lease time.Duration) ([]store.File, error) {
+	if n <= 0 {
+		return []store.File{}, nil
+	}
+	claimed := []store.File{}
+	err := s.write(ctx, func(tx *wtx) error {
+		claimed = claimed[:0]
+		keys, err := claimOrder(ctx, tx, link, ts(now), n)
+		if err != nil {
+			return err
+		}
+		jobs := map[string]bool{}
+		for _, k := range keys {
+			f, err := scanFile(tx.QueryRowContext(ctx, `UPDATE files SET state = 'ACTIVE', owner = ?, lease_until = ?,
+					attempts = attempts + 1, started = ?, ended = ''
+				WHERE job_id = ? AND idx = ? RETURNING `+fileCols,
+				owner, ts(now.Add(lease)), ts(now), k.Job, k.Index))
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, f)
+			if !jobs[k.Job] {
+				jobs[k.Job] = true
+				if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'ACTIVE', updated = ? WHERE id = ? AND state = 'SUBMITTED'`,
+					ts(now), k.Job); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim on %s for %s: %w", link, owner, err)
+	}
+	return claimed, nil
+}
+
+// candidate is a claimable file.
+type candidate struct {
+	key       store.FileKey
+	submitted string // the job's submission: age
+}
+
+// claimOrder picks up to n claimable files of link at now, in claim
+// order: by priority, highest first; within a priority, the submitter
+// with the fewest files (active on the link, plus taken by this claim)
+// first, ties to the oldest file; a submitter's files oldest first.
+func claimOrder(ctx context.Context, tx querier, link, now string, n int) ([]store.FileKey, error) {
+	shares := map[string]int{}
+	err := each(ctx, tx, func(r *sql.Rows) error {
+		var sub string
+		var c int
+		err := r.Scan(&sub, &c)
+		shares[sub] = c
+		return err
+	}, `SELECT submitter, count(*) FROM files WHERE state = 'ACTIVE' AND link = ? GROUP BY submitter`, link)
+	if err != nil {
+		return nil, err
+	}
+	type group struct {
+		priority  int
+		submitter string
+		files     []candidate // oldest first
+	}
+	var groups []*group
+	err = each(ctx, tx, func(r *sql.Rows) error {
+		g := &group{}
+		groups = append(groups, g)
+		return r.Scan(&g.priority, &g.submitter)
+	}, `SELECT DISTINCT priority, submitter FROM files
+		WHERE state = 'SUBMITTED' AND link = ? AND not_before <= ?
+		ORDER BY priority DESC`, link, now)
+	if err != nil {
+		return nil, err
+	}
+	var keys []store.FileKey
+	for len(groups) > 0 && len(keys) < n {
+		// The groups of the highest priority left, with their oldest files.
+		var level []*group
+		for len(groups) > 0 && (len(level) == 0 || groups[0].priority == level[0].priority) {
+			g := groups[0]
+			groups = groups[1:]
+			err := each(ctx, tx, func(r *sql.Rows) error {
+				var c candidate
+				err := r.Scan(&c.key.Job, &c.key.Index, &c.submitted)
+				g.files = append(g.files, c)
+				return err
+			}, `SELECT job_id, idx, submitted FROM files
+				WHERE state = 'SUBMITTED' AND link = ? AND priority = ? AND submitter = ? AND not_before <= ?
+				ORDER BY submitted, job_id, idx LIMIT ?`, link, g.priority, g.submitter, now, n-len(keys))
+			if err != nil {
+				return nil, err
+			}
+			level = append(level, g)
+		}
+		// Deal them out: the smallest share first, then the oldest file.
+		for len(keys) < n {
+			var best *group
+			for _, g := range level {
+				if len(g.files) == 0 {
+					continue
+				}
+				if best == nil || shares[g.submitter] < shares[best.submitter] ||
+					shares[g.submitter] == shares[best.submitter] && older(g.files[0], best.files[0]) {
+					best = g
+				}
+			}
+			if best == nil {
+				break
+			}
+			keys = append(keys, best.files[0].key)
+			best.files = best.files[1:]
+			shares[best.submitter]++
+		}
+	}
+	return keys, nil
+}
+
+// older reports whether a comes before b in age order.
+func older(a, b candidate) bool {
+	if a.submitted != b.submitted {
+		return a.submitted < b.submitted
+	}
+	if a.key.Job != b.key.Job {
+		return a.key.Job < b.key.Job
+	}
+	return a.key.Index < b.key.Index
+}
+
+// each runs query and calls fn on each row.
+func each(ctx context.Context, tx querier, fn func(*sql.Rows) error, query string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Renew implements store.Store.
+func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, now time.Time, lease time.Duration) ([]store.FileKey, error) {
+	lost := []store.FileKey{}
+	err := s.write(ctx, func(tx *wtx) error {
+		lost = lost[:0]
+		for _, k := range files {
+			res, err := tx.ExecContext(ctx, `UPDATE files SET lease_until = ?
+				WHERE job_id = ? AND idx = ? AND state = 'ACTIVE' AND owner = ?`, ts(now.Add(lease)), k.Job, k.Index, owner)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				lost = append(lost, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases of %s: %w", owner, err)
+	}
+	return lost, nil
+}
+
+// Finish implements store.Store.
+func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next store.FileState, notBefore time.Time) error {
+	if next != store.FileFinished && next != store.FileFailed && next != store.FileSubmitted {
+		return fmt.Errorf("finish %s/%d: next state %q: want FINISHED, FAILED or SUBMITTED", a.Job, a.Index, next)
+	}
+	err := s.write(ctx, func(tx *wtx) error {
+		var state store.FileState
+		var holder, started string
+		var attempts int
+		err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started FROM files WHERE job_id = ? AND idx = ?`,
+			a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
+			return store.ErrLeaseLost
+		}
+		a.N, a.Owner = attempts, owner
+		if a.Start.IsZero() {
+			if a.Start, err = parseTS(started); err != nil {
+				return err
+			}
+		}
+		if a.End.IsZero() {
+			a.End = time.Now()
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+				source, destination, mode, bytes, error_class, message)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.Job, a.Index, a.N, a.Owner, ts(a.Start), ts(a.End), a.Source, a.Destination,
+			a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE files SET state = ?, owner = '', lease_until = '', not_before = ?,
+				error_class = ?, reason = ?, bytes = ?, rate = ?, mode = ?, started = ?, ended = ?
+			WHERE job_id = ? AND idx = ?`,
+			next, notBeforeTS(next, notBefore), a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, ts(a.Start), ts(a.End),
+			a.Job, a.Index); err != nil {
+			return err
+		}
+		if !next.Final() {
+			return nil
+		}
+		return settle(ctx, tx, a.Job)
+	})
+	if err != nil {
+		return fmt.Errorf("finish %s/%d by %s: %w", a.Job, a.Index, owner, err)
+	}
+	return nil
+}
+
+// notBeforeTS is the stored NotBefore of a file finished to next.
+func notBeforeTS(next store.FileState, notBefore time.Time) string {
+	if next != store.FileSubmitted {
+		return ""
+	}
+	return ts(notBefore)
+}
+
+// rate is an attempt's throughput in MB/s (0 when it took no time).
+func rate(a store.Attempt) float64 {
+	d := a.End.Sub(a.Start).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(a.Bytes) / 1e6 / d
+}
+
+// settle moves a job whose files are all final to its end state.
+func settle(ctx context.Context, tx querier, id string) error {
+	var open bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (
+			SELECT 1 FROM files WHERE job_id = ? AND state IN ('SUBMITTED', 'ACTIVE'))`, id).Scan(&open); err != nil || open {
+		return err
+	}
+	var finished, total int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*)
+		FROM files WHERE job_id = ?`, id).Scan(&finished, &total); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, updated = ? WHERE id = ? AND state IN ('SUBMITTED', 'ACTIVE')`,
+		outcome(finished, total), ts(time.Now()), id)
+	return err
+}
+
+// outcome is the end state of a job with total files, all final, finished
+// of them FINISHED.
+func outcome(finished, total int) store.JobState {
+	switch finished {
+	case total:
+		return store.JobFinished
+	case 0:
+		return store.JobFailed
+	}
+	return store.JobFinishedDirty
+}
+
+// Expire implements store.Store.
+func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := s.write(ctx, func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+				source, destination, mode, bytes, error_class, message)
+			SELECT job_id, idx, attempts, owner, started, ?1, '', destination, '', 0, ?2,
+				'lease held by ' || owner || ' ran out at ' || lease_until
+			FROM files WHERE state = 'ACTIVE' AND lease_until < ?1`,
+			ts(now), store.ClassLeaseExpired); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE files SET state = 'SUBMITTED', not_before = '',
+				error_class = ?2, reason = 'lease held by ' || owner || ' ran out at ' || lease_until,
+				owner = '', lease_until = '', ended = ?1
+			WHERE state = 'ACTIVE' AND lease_until < ?1`,
+			ts(now), store.ClassLeaseExpired)
+		if err != nil {
+			return err
+		}
+		c, err := res.RowsAffected()
+		n = int(c)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire leases: %w", err)
+	}
+	return n, nil
+}
+
+// Decide implements store.Store.
+func (s *Store) Decide(ctx context.Context, d store.Decision) error {
+	err := s.write(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO decisions (link, time, active, rate, success, reason)
+			VALUES (?, ?, ?, ?, ?, ?)`, d.Link, ts(d.Time), d.Active, d.Rate, d.Success, d.Reason)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record decision on %s: %w", d.Link, err)
+	}
+	return nil
+}
+
+// Decisions implements store.Store.
+func (s *Store) Decisions(ctx context.Context, link string, limit int) ([]store.Decision, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	q, args := `SELECT link, time, active, rate, success, reason FROM decisions ORDER BY time DESC, id DESC LIMIT ?`, []any{limit}
+	if link != "" {
+		q, args = `SELECT link, time, active, rate, success, reason FROM decisions WHERE link = ? ORDER BY time DESC, id DESC LIMIT ?`, []any{link, limit}
+	}
+	ds := []store.Decision{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d store.Decision
+			var t string
+			if err := rows.Scan(&d.Link, &t, &d.Active, &d.Rate, &d.Success, &d.Reason); err != nil {
+				return err
+			}
+			if d.Time, err = parseTS(t); err != nil {
+				return err
+			}
+			ds = append(ds, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decisions on %q: %w", link, err)
+	}
+	return ds, nil
+}
