@@ -154,6 +154,20 @@ func (a *apiFlags) call(ctx context.Context, method, path string, body, out any)
 	return json.Unmarshal(b, out)
 }
 
+// show GETs path: with --json it prints the answer as it came (printed),
+// else decodes it into out.
+func (a *apiFlags) show(cmd *cobra.Command, path string, out any) (printed bool, err error) {
+	var raw json.RawMessage
+	if err := a.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+		return false, err
+	}
+	if a.asJSON {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s", raw)
+		return true, nil
+	}
+	return false, json.Unmarshal(raw, out)
+}
+
 func newTransferSubmitCmd() *cobra.Command {
 	var (
 		a    apiFlags
@@ -322,16 +336,8 @@ func newTransferListCmd() *cobra.Command {
 		Short: "Jobs, newest first",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var raw json.RawMessage
-			if err := a.call(cmd.Context(), http.MethodGet, "/api/v1/jobs?state="+state, nil, &raw); err != nil {
-				return err
-			}
-			if a.asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s", raw)
-				return nil
-			}
 			var l struct{ Jobs []store.Job }
-			if err := json.Unmarshal(raw, &l); err != nil {
+			if printed, err := a.show(cmd, "/api/v1/jobs?state="+state, &l); printed || err != nil {
 				return err
 			}
 			for _, j := range l.Jobs {
@@ -371,16 +377,8 @@ func newTransferLinksCmd() *cobra.Command {
 		Short: "The optimizer's state per link, with its latest decisions",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var raw json.RawMessage
-			if err := a.call(cmd.Context(), http.MethodGet, "/api/v1/links", nil, &raw); err != nil {
-				return err
-			}
-			if a.asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s", raw)
-				return nil
-			}
 			var l struct{ Links []transfer.LinkInfo }
-			if err := json.Unmarshal(raw, &l); err != nil {
+			if printed, err := a.show(cmd, "/api/v1/links", &l); printed || err != nil {
 				return err
 			}
 			for _, li := range l.Links {

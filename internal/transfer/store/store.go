@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -253,4 +254,35 @@ type Store interface {
 	Decisions(ctx context.Context, link string, limit int) ([]Decision, error)
 
 	Close() error
+}
+
+// Outcome is the end state of a job with total files, all final,
+// finished of them FINISHED.
+func Outcome(finished, total int) JobState {
+	switch finished {
+	case total:
+		return JobFinished
+	case 0:
+		return JobFailed
+	}
+	return JobFinishedDirty
+}
+
+// PrepareSubmit checks a job for Submit and fills its defaults (an id,
+// priority 3); it returns the parameters as stored (JSON).
+func PrepareSubmit(j *Job, files []File) ([]byte, error) {
+	if len(files) == 0 {
+		return nil, errors.New("submit: a job needs at least one file")
+	}
+	if j.ID == "" {
+		j.ID = NewID()
+	}
+	if j.Params.Priority == 0 {
+		j.Params.Priority = 3
+	}
+	params, err := json.Marshal(j.Params)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", j.ID, err)
+	}
+	return params, nil
 }

@@ -276,20 +276,8 @@ func settle(ctx context.Context, tx pgx.Tx, id string) error {
 		return nil
 	}
 	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $2, updated = $3 WHERE id = $1 AND state IN ('SUBMITTED', 'ACTIVE')`,
-		id, outcome(finished, total), utc(time.Now()))
+		id, store.Outcome(finished, total), utc(time.Now()))
 	return err
-}
-
-// outcome is the end state of a job with total files, all final, finished
-// of them FINISHED.
-func outcome(finished, total int) store.JobState {
-	switch finished {
-	case total:
-		return store.JobFinished
-	case 0:
-		return store.JobFailed
-	}
-	return store.JobFinishedDirty
 }
 
 // Expire implements store.Store.

@@ -13,18 +13,9 @@ import (
 
 // Submit implements store.Store.
 func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (store.Job, bool, error) {
-	if len(files) == 0 {
-		return store.Job{}, false, errors.New("submit: a job needs at least one file")
-	}
-	if j.ID == "" {
-		j.ID = store.NewID()
-	}
-	if j.Params.Priority == 0 {
-		j.Params.Priority = 3
-	}
-	params, err := json.Marshal(j.Params)
+	params, err := store.PrepareSubmit(&j, files)
 	if err != nil {
-		return store.Job{}, false, fmt.Errorf("submit %s: %w", j.ID, err)
+		return store.Job{}, false, err
 	}
 	now := ts(time.Now())
 	created := false

@@ -297,20 +297,8 @@ func settle(ctx context.Context, tx querier, id string) error {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, updated = ? WHERE id = ? AND state IN ('SUBMITTED', 'ACTIVE')`,
-		outcome(finished, total), ts(time.Now()), id)
+		store.Outcome(finished, total), ts(time.Now()), id)
 	return err
-}
-
-// outcome is the end state of a job with total files, all final, finished
-// of them FINISHED.
-func outcome(finished, total int) store.JobState {
-	switch finished {
-	case total:
-		return store.JobFinished
-	case 0:
-		return store.JobFailed
-	}
-	return store.JobFinishedDirty
 }
 
 // Expire implements store.Store.
