@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/tpc"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 	"github.com/wanda-fed/wanda/internal/transfer/store/postgres"
 	"github.com/wanda-fed/wanda/internal/transfer/store/sqlite"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // TransferOptions configure `wanda transfer serve`.
@@ -33,6 +36,12 @@ type TransferOptions struct {
 	// and jobs are the token subject's; without, the API is open.
 	Auth            config.Auth
 	ShutdownTimeout time.Duration
+	// Allow opens CIDR ranges to the service's transfers, which reach no
+	// private, loopback or link-local address otherwise (tpc.Filter: a
+	// job names URLs, so the service must not read a site's inside for
+	// its submitters). TokenHosts are the storages (host:port) the
+	// service's own token may be sent to; no other host gets it.
+	Allow, TokenHosts []string
 }
 
 // Transfer is a running transfer service instance.
@@ -58,8 +67,35 @@ func OpenStore(ctx context.Context, db string) (store.Store, error) {
 	return sqlite.Open(db)
 }
 
+// confine makes the service's client dial through the address filter and
+// send its token only to the named storages (root:// gets none: its
+// transport cannot tell hosts apart for the token).
+func confine(c *client.Client, allow, tokenHosts []string, log *slog.Logger) error {
+	f, err := tpc.NewFilter(allow, nil)
+	if err != nil {
+		return err
+	}
+	tr, ok := c.HTTP.Client.Transport.(*http.Transport)
+	if !ok {
+		return fmt.Errorf("transfer: unexpected HTTP transport %T", c.HTTP.Client.Transport)
+	}
+	tr.Proxy = nil
+	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: f.Control}).DialContext
+	c.HTTP.OnlyTrusted = true
+	for _, h := range tokenHosts {
+		c.HTTP.TrustHost(h)
+	}
+	xt := xrdclient.New(xrdclient.Options{Log: log, TLS: tr.TLSClientConfig, Control: f.Control})
+	c.Register("root", xt)
+	c.Register("roots", xt)
+	return nil
+}
+
 // NewTransfer opens the store and builds the service.
 func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *prometheus.Registry) (*Transfer, error) {
+	if err := confine(o.Client, o.Allow, o.TokenHosts, log); err != nil {
+		return nil, err
+	}
 	st, err := OpenStore(ctx, o.DB)
 	if err != nil {
 		return nil, err
@@ -164,15 +200,24 @@ func (t *Transfer) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// redactDB hides a DSN's password.
+// redactDB hides a DSN's password (user:password@ and ?password=).
 func redactDB(db string) string {
-	if i := strings.Index(db, "://"); i >= 0 {
-		if at := strings.LastIndex(db, "@"); at > i {
-			userinfo := db[i+3 : at]
-			if u, _, ok := strings.Cut(userinfo, ":"); ok {
-				return db[:i+3] + u + ":***" + db[at:]
-			}
+	u, err := url.Parse(db)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		if strings.HasPrefix(db, "sqlite:") || !strings.Contains(db, "://") {
+			return db
+		}
+		return "(a DSN that does not parse)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxx")
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxx")
 		}
 	}
-	return db
+	u.RawQuery = q.Encode()
+	return u.String()
 }

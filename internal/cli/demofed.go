@@ -149,7 +149,7 @@ func runFedDemo(ctx context.Context, out, logw io.Writer, dir string) error {
 	}
 	// The transfer service, on SQLite in the demo's directory.
 	tr, err := app.NewTransfer(ctx, app.TransferOptions{DB: "sqlite:" + filepath.Join(dir, "transfer.db"), Client: demoClient(),
-		Service: transfer.Options{Tick: 100 * time.Millisecond}}, app.NewLogger(logCfg, logw).With("node", "transfer"), prometheus.NewRegistry())
+		Service: transfer.Options{Tick: 100 * time.Millisecond}, Allow: []string{"127.0.0.0/8"}}, app.NewLogger(logCfg, logw).With("node", "transfer"), prometheus.NewRegistry())
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ else through the service (docs/transfer.md).
 func newTransferServeCmd() *cobra.Command {
 	var (
 		listen, db, logLevel, logFormat string
+		allow, tokenHosts               []string
 		o                               transfer.Options
 		cf                              clientFlags
 		af                              authFlags
@@ -60,7 +61,7 @@ func newTransferServeCmd() *cobra.Command {
 				return err
 			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -81,6 +82,8 @@ func newTransferServeCmd() *cobra.Command {
 	f.IntVar(&o.Optimizer.Min, "link-min", 2, "least active transfers per link")
 	f.IntVar(&o.Optimizer.Max, "link-max", 50, "most active transfers per link")
 	f.DurationVar(&o.Optimizer.Interval, "optimizer-interval", 10*time.Second, "how often a busy link's limit is reconsidered")
+	f.StringArrayVar(&allow, "allow", nil, "let transfers reach this CIDR range, refused by default when private, loopback or link-local (repeatable), e.g. 10.1.0.0/16")
+	f.StringArrayVar(&tokenHosts, "token-host", nil, "a storage (host:port) the service's own token (--token) may be sent to (repeatable); no other host gets it")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cf.add(cmd)

@@ -21,7 +21,7 @@ func TestTransferCLI(t *testing.T) {
 	}
 	src := serve(t, "--export", "/store="+srcDir)
 	dst := serve(t, "--export", "/store="+dstDir, "--tpc-allow", "127.0.0.0/8")
-	svc := runUntil(t, []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:" + filepath.Join(t.TempDir(), "t.db")},
+	svc := runUntil(t, []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:" + filepath.Join(t.TempDir(), "t.db"), "--allow", "127.0.0.0/8"},
 		`url=(http://127\.0\.0\.1:\d+)`)
 
 	code, out := run(t, "transfer", "submit", "--server", svc, "--id", "cli-job",
@@ -62,5 +62,20 @@ func TestTransferCLI(t *testing.T) {
 	}
 	if code, out = run(t, "transfer", "status", "--server", svc, "no-such-job"); code != 1 || !strings.Contains(out, "no such job") {
 		t.Errorf("status of a missing job: exit %d, %q", code, out)
+	}
+
+	// A service without --allow reaches no loopback storage: the file
+	// fails as a permission problem, not retried.
+	closed := runUntil(t, []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:" + filepath.Join(t.TempDir(), "c.db")},
+		`url=(http://127\.0\.0\.1:\d+)`)
+	if code, out = run(t, "transfer", "submit", "--server", closed, "--id", "closed", "--retry", "3", src+"/store/a.txt", dst+"/store/c.txt"); code != 0 {
+		t.Fatalf("submit: exit %d %q", code, out)
+	}
+	code, out = run(t, "transfer", "status", "--server", closed, "--watch", "--interval", "50ms", "closed")
+	if code != 0 || !strings.Contains(out, "closed FAILED") || !strings.Contains(out, "permission") || !strings.Contains(out, "not allowed") {
+		t.Errorf("a job to loopback without --allow: exit %d, %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dstDir, "c.txt")); err == nil {
+		t.Errorf("the closed service copied the file")
 	}
 }

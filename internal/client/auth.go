@@ -53,7 +53,7 @@ func (t *HTTPTransport) bearerFor(u *url.URL) (tok string, withheld bool, err er
 	if t.Token == nil {
 		return "", false, nil
 	}
-	if u.Scheme != "https" {
+	if u.Scheme != "https" || t.OnlyTrusted {
 		if _, ok := t.tokenHosts.Load(strings.ToLower(u.Host)); !ok {
 			return "", true, nil
 		}

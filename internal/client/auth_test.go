@@ -507,3 +507,35 @@ func TestCopyStopsAfter401(t *testing.T) {
 		t.Fatalf("%d GETs, %d files not tried", gets, notTried)
 	}
 }
+
+// OnlyTrusted: a service whose URLs come from its users sends its token
+// to the hosts it was told, over https too, and to no other.
+func TestTokenOnlyTrusted(t *testing.T) {
+	data := []byte("data")
+	good := &tokenServer{ok: map[string]bool{"tok-1": true}, data: data}
+	other := &tokenServer{ok: map[string]bool{"": true}, data: data}
+	hs, hs2 := httptest.NewTLSServer(good), httptest.NewTLSServer(other)
+	defer hs.Close()
+	defer hs2.Close()
+	c := client.New()
+	c.HTTP = client.NewHTTPTransport(hs.Client().Transport.(*http.Transport).TLSClientConfig)
+	pool := hs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	pool.AddCert(hs2.Certificate())
+	c.Register("https", c.HTTP)
+	c.HTTP.Token = fixed(t, "tok-1").Token
+	c.HTTP.OnlyTrusted = true
+	c.HTTP.TrustHost(strings.TrimPrefix(hs.URL, "https://"))
+	ctx := context.Background()
+	if _, err := c.Stat(ctx, hs.URL+"/f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, hs2.URL+"/f"); err != nil {
+		t.Fatal(err)
+	}
+	if got := good.tokens(); !allAre(got, "tok-1") {
+		t.Errorf("the trusted host got %q", got)
+	}
+	if got := other.tokens(); !allAre(got, "") {
+		t.Errorf("an https host not trusted got %q", got)
+	}
+}

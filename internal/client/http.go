@@ -107,6 +107,10 @@ type HTTPTransport struct {
 	// is called for every request (auth.go: to the hosts the user named,
 	// and to others over https only).
 	Token func() (string, error)
+	// OnlyTrusted sends the token only to the hosts given to TrustHost,
+	// over https too (a service whose URLs come from its users, such as
+	// the transfer service, must not hand its token to any host named).
+	OnlyTrusted bool
 	// RenewToken, when set, is called after a 401 to the token sent: it
 	// looks at the source at once (cred.TokenSource.Renew), and a token
 	// other than the refused one is tried again.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/tpc"
 )
 
 // Error classes: the stable words an attempt's failure is filed under
@@ -40,7 +41,7 @@ func Classify(err error) string {
 		return ClassExists
 	case errors.Is(err, client.ErrNotFound):
 		return ClassSourceMissing
-	case errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrUnauthorized):
+	case errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrUnauthorized), errors.Is(err, tpc.ErrNotAllowed):
 		return ClassPermission
 	case errors.Is(err, client.ErrStalled), errors.Is(err, context.DeadlineExceeded):
 		return ClassTimeout

@@ -133,13 +133,15 @@ func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.Li
 		case n >= 5 && ls.success < p.o.Success:
 			ls.limit = max(p.o.Min, ls.limit-max(1, ls.limit/4))
 			ls.reason = fmt.Sprintf("success %.0f%% < %.0f%%: fewer transfers", 100*ls.success, 100*p.o.Success)
-		case ls.lastRate > 0 && ls.rate < 0.7*ls.lastRate && ls.active >= ls.limit:
+		case ls.lastRate > 0 && ls.rate < 0.7*ls.lastRate && ls.queued > 0:
 			ls.limit = max(p.o.Min, ls.limit-1)
 			ls.reason = fmt.Sprintf("throughput fell %.1f -> %.1f MB/s: one fewer", ls.lastRate, ls.rate)
-		case ls.queued > 0 && ls.active >= ls.limit && (ls.lastRate < 0 || ls.rate > 1.05*ls.lastRate):
-			ls.limit = min(p.o.Max, ls.limit+max(1, ls.limit/4))
-			ls.reason = fmt.Sprintf("throughput grew to %.1f MB/s with success %.0f%%: more transfers", ls.rate, 100*ls.success)
-		case ls.queued > 0 && ls.active >= ls.limit:
+		case ls.queued > 0 && (ls.lastRate < 0 || ls.rate > 1.05*ls.lastRate):
+			// Files wait and more transfers brought more: half as many
+			// again (short files keep a link busy only in numbers).
+			ls.limit = min(p.o.Max, ls.limit+max(1, ls.limit/2))
+			ls.reason = fmt.Sprintf("throughput grew to %.1f MB/s with success %.0f%% and files waiting: more transfers", ls.rate, 100*ls.success)
+		case ls.queued > 0:
 			ls.reason = fmt.Sprintf("throughput steady at %.1f MB/s: holding", ls.rate)
 		default:
 			ls.reason = "not saturated: holding"

@@ -134,7 +134,7 @@ func TestKillAndRestartSQLite(t *testing.T) {
 	s := startSlowSites(t, 8, 2<<20, 40e6) // 16 MiB at 5 MB/s: ~3 s
 	db := "sqlite:" + filepath.Join(t.TempDir(), "transfer.db")
 	args := []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", db, "--log-format", "json",
-		"--lease", "1s", "--link-min", "4", "--optimizer-interval", "200ms"}
+		"--lease", "1s", "--link-min", "4", "--optimizer-interval", "200ms", "--allow", "127.0.0.0/8"}
 	p := testproc.StartProcess(t, nil, args...)
 	id := apiSubmit(t, p.URL, s.request("kill-1"))
 	waitAPI(t, 20*time.Second, "files in flight", func() bool { return apiJob(t, p.URL, id).Files[store.FileActive] > 0 })
@@ -195,7 +195,7 @@ func TestKillOneOfTwoPostgres(t *testing.T) {
 	dsn := pgtest.Start(t)
 	s := startSlowSites(t, 8, 2<<20, 40e6)
 	args := []string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json",
-		"--lease", "1s", "--link-min", "4", "--optimizer-interval", "200ms"}
+		"--lease", "1s", "--link-min", "4", "--optimizer-interval", "200ms", "--allow", "127.0.0.0/8"}
 	a := testproc.StartProcess(t, nil, args...)
 	b := testproc.StartProcess(t, nil, args...)
 	id := apiSubmit(t, a.URL, s.request("pg-kill-1"))

@@ -60,6 +60,9 @@ type Service struct {
 	mu       sync.Mutex
 	inflight map[store.FileKey]*flight
 	wg       sync.WaitGroup
+	// kick asks the scheduler to run now (a file ended, a job came):
+	// short files are not held to the tick.
+	kick chan struct{}
 }
 
 // flight is a file being moved by this instance.
@@ -95,7 +98,7 @@ func New(o Options) (*Service, error) {
 		_, _ = rand.Read(b)
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
-	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}}
+	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1)}
 	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log)
 	return s, nil
 }
@@ -120,6 +123,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.stopAll(context.Cause(ctx))
 			return nil
 		case <-tick.C:
+			s.schedule(ctx)
+		case <-s.kick:
 			s.schedule(ctx)
 		case <-renew.C:
 			s.renew(ctx)
@@ -201,8 +206,17 @@ func (s *Service) start(ctx context.Context, f store.File) {
 	}()
 }
 
+// Kick asks the scheduler to run at once.
+func (s *Service) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // finish records an attempt and decides the file's next state.
 func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flight) {
+	defer s.Kick() // a slot is free
 	s.mu.Lock()
 	delete(s.inflight, f.FileKey)
 	s.mu.Unlock()

@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/transfer"
+	"github.com/wanda-fed/wanda/internal/transfer/store"
+	"github.com/wanda-fed/wanda/internal/wan"
+	"github.com/wanda-fed/wanda/internal/xrdpeer"
+)
+
+func init() {
+	Register(&Experiment{
+		Name:  "transfers",
+		Seed:  "001",
+		Title: "the transfer service between two sites over a WAN: many small files, a few large ones, a source down for a while (issue 16)",
+		Doc: `A ` + "`wanda transfer serve`" + ` instance (SQLite) moves files from a source site, behind a ` +
+			"`wanda wan`" + ` relay (RTT, a rate shared by all connections, a window per connection), to a ` +
+			`destination site, by third-party copy (the destination pulls). Two phases, each submitted as jobs ` +
+			`and timed from the first submission to the last job's end: many small files (10 jobs), then a few ` +
+			`large ones (one job, retry 20, retry_delay 2 s), during which the source server is killed and started ` +
+			`again after a pause. The ideal is the bytes at the link rate plus three round trips; the goal is ` +
+			`within 1.5x of it, every file FINISHED. The optimizer's limit and the link's rate are sampled every ` +
+			`second. Large files are hard links of one random file (page-cached at the source; the destination ` +
+			`writes them all).`,
+		Params: []Param{
+			{Name: "rtt", Help: "round-trip time of the relay", Default: "50ms"},
+			{Name: "rate", Help: "link rate of the relay, shared", Default: "1Gbit"},
+			{Name: "window", Help: "per-connection window of the relay", Default: "4MiB"},
+			{Name: "small", Help: "number of small files", Default: "10000", Quick: "400"},
+			{Name: "small_size", Help: "size of a small file", Default: "64KiB"},
+			{Name: "large", Help: "number of large files", Default: "20", Quick: "4"},
+			{Name: "large_size", Help: "size of a large file", Default: "1GiB", Quick: "32MiB"},
+			{Name: "down", Help: "how long the source is down during the large phase (0: never)", Default: "30s", Quick: "2s"},
+			{Name: "link_max", Help: "the optimizer's most active transfers per link", Default: "100"},
+		},
+		Run: runTransfers,
+	})
+}
+
+// transfersGoal is issue 16's: each phase within this factor of the ideal.
+const transfersGoal = 1.5
+
+type transfersEnv struct {
+	r         *Run
+	data, out string
+	srcAddr   string // the source server's fixed address (restarted on it)
+	src       *childProc
+	relayURL  string
+	rl        *wan.Relay
+	dst, svc  string
+	cfg       wan.Config
+}
+
+func runTransfers(ctx context.Context, r *Run) error {
+	e := &transfersEnv{r: r, cfg: netLink(r), data: filepath.Join(r.Dir(), "data"), out: filepath.Join(r.Dir(), "out")}
+	e.cfg.RTT = r.Duration("rtt")
+	for _, d := range []string{filepath.Join(e.data, "small"), filepath.Join(e.data, "large"), e.out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	small, smallSize := r.Int("small"), r.Size("small_size")
+	large, largeSize := r.Int("large"), r.Size("large_size")
+	if err := transfersFiles(e.data, small, smallSize, large, largeSize); err != nil {
+		return err
+	}
+	port, err := xrdpeer.FreePort()
+	if err != nil {
+		return err
+	}
+	e.srcAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := e.startSource(ctx); err != nil {
+		return err
+	}
+	var raddr string
+	if e.rl, raddr, err = r.Relay(ctx, e.cfg, e.srcAddr); err != nil {
+		return err
+	}
+	e.relayURL = "http://" + raddr
+	dst, err := r.startChild(ctx, "wanda-destination", "serving", "server", "--export", "/out="+e.out,
+		"--listen", "127.0.0.1:0", "--log-format", "json", "--tpc-allow", "127.0.0.0/8")
+	if err != nil {
+		return err
+	}
+	e.dst = dst.URL
+	svc, err := r.startChild(ctx, "wanda-transfer", "serving", "transfer", "serve", "--listen", "127.0.0.1:0",
+		"--db", "sqlite:"+filepath.Join(r.Dir(), "transfer.db"), "--log-format", "json", "--max-active", "256",
+		"--link-max", strconv.Itoa(r.Int("link_max")), "--optimizer-interval", "2s", "--allow", "127.0.0.0/8")
+	if err != nil {
+		return err
+	}
+	e.svc = svc.URL
+	r.Note("sites: a wanda server behind the relay (source) and one on loopback (destination, `--tpc-allow 127.0.0.0/8`); the service: `wanda transfer serve --db sqlite:... --max-active 256 --link-max %d --optimizer-interval 2s`", r.Int("link_max"))
+
+	var jobs []transfer.SubmitRequest
+	per := max(1, small/10)
+	for i := 0; i < small; i += per {
+		var req transfer.SubmitRequest
+		for k := i; k < min(small, i+per); k++ {
+			req.Files = append(req.Files, e.file("small", k))
+		}
+		req.Params = store.Params{Retry: 5, RetryDelay: 1}
+		jobs = append(jobs, req)
+	}
+	if err := e.phase(ctx, "small files", jobs, int64(small)*smallSize, 0); err != nil {
+		return err
+	}
+	var big transfer.SubmitRequest
+	for k := range large {
+		big.Files = append(big.Files, e.file("large", k))
+	}
+	big.Params = store.Params{Retry: 20, RetryDelay: 2}
+	if err := e.phase(ctx, "large files", []transfer.SubmitRequest{big}, int64(large)*largeSize, r.Duration("down")); err != nil {
+		return err
+	}
+	r.Summary(transfersSummary(r.Rows()))
+	r.Plot(PlotSpec{Name: "transfers-rate", Title: "link rate (MB/s) over time", X: "t_s", Y: "rate_mb_s", Group: []string{"phase"},
+		XLabel: "seconds since the phase's first submission", YLabel: "MB/s", Where: func(row Row) bool { return row.Get("kind") == "sample" }})
+	r.Plot(PlotSpec{Name: "transfers-limit", Title: "the optimizer's limit and the active transfers", X: "t_s", Y: "limit", Group: []string{"phase"},
+		XLabel: "seconds since the phase's first submission", YLabel: "active-transfer limit", Where: func(row Row) bool { return row.Get("kind") == "sample" }})
+	return nil
+}
+
+// transfersFiles writes the small files and one large one, hard-linked.
+func transfersFiles(data string, small int, smallSize int64, large int, largeSize int64) error {
+	buf := make([]byte, smallSize)
+	for i := range small {
+		for k := range buf {
+			buf[k] = byte(i*31 + k*7)
+		}
+		if err := os.WriteFile(filepath.Join(data, "small", fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
+			return err
+		}
+	}
+	one := filepath.Join(data, "large", "f00")
+	if err := netRandomFile(one, largeSize); err != nil {
+		return err
+	}
+	for i := 1; i < large; i++ {
+		p := filepath.Join(data, "large", fmt.Sprintf("f%02d", i))
+		os.Remove(p)
+		if err := os.Link(one, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *transfersEnv) file(kind string, i int) transfer.FileRequest {
+	name := fmt.Sprintf("f%05d", i)
+	if kind == "large" {
+		name = fmt.Sprintf("f%02d", i)
+	}
+	return transfer.FileRequest{Sources: []string{e.relayURL + "/store/" + kind + "/" + name},
+		Destinations: []string{e.dst + "/out/" + kind + "/" + name}}
+}
+
+func (e *transfersEnv) startSource(ctx context.Context) error {
+	p, err := e.r.startChild(ctx, "wanda-source", "serving", "server", "--export", "/store="+e.data,
+		"--listen", e.srcAddr, "--log-format", "json")
+	e.src = p
+	return err
+}
+
+// phase submits jobs, samples the link and the optimizer every second,
+// takes the source down for down (from a third of the ideal time on),
+// and waits for every job to end.
+func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.SubmitRequest, bytes int64, down time.Duration) error {
+	r := e.r
+	r.Step(name, 1, 1)
+	ideal := float64(bytes)/(netLinkMBs(e.cfg)*1e6) + 3*e.cfg.RTT.Seconds()
+	t0 := time.Now()
+	st0 := e.rl.Stats()
+	var ids []string
+	for _, j := range jobs {
+		id, err := e.submit(ctx, j)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	killAt := t0.Add(time.Duration(ideal / 3 * float64(time.Second)))
+	killed, restarted := false, down <= 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastT := st0.Down, t0
+	deadline := t0.Add(time.Duration(20*ideal*float64(time.Second)) + 5*time.Minute + down)
+	for {
+		done, states, err := e.states(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if done {
+			secs := time.Since(t0).Seconds()
+			finished := states[store.FileFinished]
+			total := 0
+			for _, n := range states {
+				total += n
+			}
+			r.Row("kind", "phase", "phase", name, "files", total, "finished", finished, "bytes", bytes,
+				"seconds", netRound(secs, 2), "ideal_s", netRound(ideal, 2), "of_ideal", netRound(secs/ideal, 3),
+				"down_s", down.Seconds())
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: jobs not done after %v: %v", name, time.Since(t0).Round(time.Second), states)
+		}
+		if !killed && down > 0 && time.Now().After(killAt) {
+			_ = e.src.cmd.Process.Signal(syscall.SIGKILL)
+			<-e.src.done
+			killed = true
+			r.Note("%s: the source server was killed %.1f s after the first submission and started again %v later", name, time.Since(t0).Seconds(), down)
+		}
+		if killed && !restarted && time.Since(killAt) >= down {
+			if err := e.startSource(ctx); err != nil {
+				return err
+			}
+			restarted = true
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case now := <-tick.C:
+			st := e.rl.Stats()
+			limit, active := e.link(ctx)
+			r.Row("kind", "sample", "phase", name, "t_s", netRound(now.Sub(t0).Seconds(), 1),
+				"rate_mb_s", netRound(float64(st.Down-last)/1e6/now.Sub(lastT).Seconds(), 1), "limit", limit, "active", active)
+			last, lastT = st.Down, now
+		}
+	}
+}
+
+func (e *transfersEnv) submit(ctx context.Context, req transfer.SubmitRequest) (string, error) {
+	b, _ := json.Marshal(req)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.svc+"/api/v1/jobs", bytes.NewReader(b))
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		ID    string `json:"job_id"`
+		Error string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.ID == "" {
+		return "", fmt.Errorf("submit: %s %v %s", resp.Status, err, m.Error)
+	}
+	return m.ID, nil
+}
+
+// states sums the jobs' files by state; done when every job ended.
+func (e *transfersEnv) states(ctx context.Context, ids []string) (bool, map[store.FileState]int, error) {
+	sum := map[store.FileState]int{}
+	done := true
+	for _, id := range ids {
+		hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.svc+"/api/v1/jobs/"+id, nil)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			return false, nil, err
+		}
+		var j store.Job
+		err = json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		if err != nil {
+			return false, nil, err
+		}
+		done = done && j.State.Final()
+		for s, n := range j.Files {
+			sum[s] += n
+		}
+	}
+	return done, sum, nil
+}
+
+// link is the optimizer's limit and the active transfers of the link.
+func (e *transfersEnv) link(ctx context.Context) (limit, active int) {
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.svc+"/api/v1/links", nil)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	var l struct{ Links []transfer.LinkInfo }
+	if json.NewDecoder(resp.Body).Decode(&l) != nil {
+		return 0, 0
+	}
+	for _, li := range l.Links {
+		if strings.HasPrefix(li.Link, strings.TrimPrefix(e.relayURL, "http://")) {
+			return li.Limit, li.Active
+		}
+	}
+	return 0, 0
+}
+
+func transfersSummary(rows []Row) string {
+	var b strings.Builder
+	b.WriteString("| phase | files | finished | MB | seconds | ideal s | of the ideal | goal |\n|---|---|---|---|---|---|---|---|\n")
+	for _, row := range rows {
+		if row.Get("kind") != "phase" {
+			continue
+		}
+		of, _ := toFloat(row.Get("of_ideal"))
+		files, _ := toFloat(row.Get("files"))
+		fin, _ := toFloat(row.Get("finished"))
+		mb, _ := toFloat(row.Get("bytes"))
+		verdict := "met"
+		if of > transfersGoal || fin != files {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(&b, "| %v | %.0f | %.0f | %.0f | %v | %v | %.2f | <= %.1fx, all finished: %s |\n",
+			row.Get("phase"), files, fin, mb/1e6, row.Get("seconds"), row.Get("ideal_s"), of, transfersGoal, verdict)
+	}
+	return b.String()
+}
