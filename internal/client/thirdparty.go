@@ -129,7 +129,14 @@ func (c *Client) thirdParty(ctx context.Context, mode string, src, dst *url.URL,
 		p := c.Policy.withDefaults()
 		sctx, wd, stop := p.watch(ctx)
 		defer stop()
-		return stallErr(sctx, wd, ht.copy(sctx, mode, target, hdr, res, bar))
+		h := hdr
+		if target.Scheme != "https" && !strings.EqualFold(target.Host, runner.Host) {
+			// Redirected over plain http to another host: the delegated
+			// token does not go there in clear (as bearerFor's rule).
+			h = hdr.Clone()
+			delete(h, "TransferHeaderAuthorization")
+		}
+		return stallErr(sctx, wd, ht.copy(sctx, mode, target, h, res, bar))
 	}})
 	res.Retries += st.Retries
 	res.Server = st.Server
@@ -316,7 +323,9 @@ func (c *Client) verifyTPC(ctx context.Context, src, dst *url.URL, info *Info, o
 		return nil
 	}
 	if plan.required {
-		return fmt.Errorf("after the third-party copy: the servers do not both offer a %s checksum", plan.ask[0])
+		// Unverified against what was asked: not left behind.
+		_ = c.run(ctx, dst, call{write: true, op: func(ctx context.Context, t Transport, target *url.URL) error { return t.Remove(ctx, target) }})
+		return fmt.Errorf("after the third-party copy: the servers do not both offer a %s checksum (the copy was removed)", plan.ask[0])
 	}
 	return nil
 }

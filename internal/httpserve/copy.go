@@ -63,6 +63,7 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 			return Errorf(http.StatusConflict, "%s: cannot copy onto a directory", t.URLPath())
 		}
 		req.NoReplace = t.noReplace(r)
+		req.MakeParents = h.opts.MakeParents
 		if _, err := putPreconditions(r.Context(), t.export.Backend, t, req.NoReplace, ""); err != nil {
 			return err
 		}

@@ -211,6 +211,9 @@ type Request struct {
 	Name    string
 	// NoReplace: the destination must not exist (Overwrite: F).
 	NoReplace bool
+	// MakeParents creates the destination's missing directories (a
+	// pull; the server's make_parents, kXR_mkpath).
+	MakeParents bool
 	// Verify requires a checksum comparison (RequireChecksumVerification);
 	// otherwise the remote's checksum is compared when it offers one.
 	Verify bool
@@ -244,7 +247,7 @@ func (c *Copier) Pull(ctx context.Context, r Request, prog *Progress) (res clien
 	}
 	prog.streams.Store(int32(max(streams, 1)))
 	ctx = client.WithHeaders(prog.trace(ctx), r.Remote, r.Header)
-	opts := storage.CreateOptions{NoReplace: r.NoReplace, MakeParents: true, Size: -1}
+	opts := storage.CreateOptions{NoReplace: r.NoReplace, MakeParents: r.MakeParents, Size: -1}
 	// Larger chunks than a download's: copies are of large files on
 	// links that the streams fill, where each chunk's request costs its
 	// stream a round trip.
@@ -346,7 +349,7 @@ func (c *Copier) PullURL(ctx context.Context, src *url.URL, dst storage.Backend,
 			}
 		}()
 	}
-	_, err := c.Pull(ctx, Request{Remote: src, Backend: dst, Name: name, NoReplace: opts.NoReplace}, prog)
+	_, err := c.Pull(ctx, Request{Remote: src, Backend: dst, Name: name, NoReplace: opts.NoReplace, MakeParents: opts.MakeParents}, prog)
 	if err == nil && progress != nil {
 		progress(prog.Bytes())
 	}

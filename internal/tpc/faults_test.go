@@ -142,7 +142,8 @@ func TestFaults(t *testing.T) {
 		{"checksum mismatch", &faultSource{data: data, lie: true}, "failure: checksum mismatch", []string{"X-Number-Of-Streams", "4"}},
 		{"checksum mismatch, one stream", &faultSource{data: data, lie: true}, "failure: checksum mismatch", []string{"X-Number-Of-Streams", "1", "RequireChecksumVerification", "true"}},
 		{"adler32 with leading zeros, written without", &faultSource{data: []byte("a"), short: true}, "success: Created", []string{"RequireChecksumVerification", "true"}},
-		{"source changes mid-copy", &faultSource{data: data, changing: true}, "failure: source changed", []string{"X-Number-Of-Streams", "4"}},
+		// Larger than a pull's first chunks (16 MiB): several answers.
+		{"source changes mid-copy", &faultSource{data: randomBytes(48<<20, 8), changing: true}, "failure: source changed", []string{"X-Number-Of-Streams", "4"}},
 	} {
 		src := startFaultSource(t, tc.src)
 		start := time.Now()

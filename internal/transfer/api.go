@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
@@ -121,6 +122,10 @@ func (s *Service) submit(w http.ResponseWriter, r *http.Request, subject string)
 	}
 	code := http.StatusCreated
 	if !created {
+		if stored.Submitter != job.Submitter {
+			apiError(w, http.StatusConflict, "job id %s is taken by another submitter's job: choose another id", stored.ID)
+			return
+		}
 		code = http.StatusOK // the same id again: the job as it is
 	}
 	s.log.Info("job submitted", "job", stored.ID, "files", len(files), "submitter", stored.Submitter, "new", created)
@@ -233,8 +238,9 @@ func checkURL(raw string) (*url.URL, error) {
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, errors.New("a URL without a host")
 	}
-	if u.User != nil {
-		return nil, errors.New("a URL with credentials in it (user:password@): the service uses its own")
+	if u.User != nil || client.Redact(u) != u.String() {
+		// Stored and shown to API users: no credential may ride in it.
+		return nil, errors.New("a URL with credentials in it (user:password@, authz=, access_token=, a presigned signature): the service uses its own")
 	}
 	if u.Path == "" || strings.HasSuffix(u.Path, "/") {
 		return nil, fmt.Errorf("%s: a file's URL, not a directory's", redact(raw))

@@ -63,6 +63,8 @@ type Service struct {
 	// kick asks the scheduler to run now (a file ended, a job came):
 	// short files are not held to the tick.
 	kick chan struct{}
+	// renewed is when the leases were last renewed (Run's goroutine).
+	renewed time.Time
 }
 
 // flight is a file being moved by this instance.
@@ -261,13 +263,22 @@ func (s *Service) renew(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	if len(keys) == 0 {
+		s.renewed = s.now() // nothing held: nothing to lose
 		return
 	}
 	lost, err := s.st.Renew(ctx, s.owner, keys, s.now(), s.o.Lease)
 	if err != nil {
 		s.log.Warn("renewing leases", "err", err)
+		if !s.renewed.IsZero() && s.now().Sub(s.renewed) > 2*s.o.Lease/3 {
+			// The store has been out of reach for most of a lease:
+			// another instance may take these files soon. Stop them
+			// rather than move them twice.
+			s.log.Error("leases not renewed for most of their time: stopping the transfers in flight", "since", s.renewed)
+			s.stopFlights(errLost)
+		}
 		return
 	}
+	s.renewed = s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range lost {
@@ -281,12 +292,17 @@ var errLost = errors.New("the file's lease is lost (canceled, or taken over)")
 
 // stopAll cancels the transfers in flight and waits for them.
 func (s *Service) stopAll(cause error) {
+	s.stopFlights(cause)
+	s.wg.Wait()
+}
+
+// stopFlights cancels the transfers in flight.
+func (s *Service) stopFlights(cause error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, fl := range s.inflight {
 		fl.cancel(cause)
 	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // Progress is the bytes moved so far of a file in flight here.

@@ -254,6 +254,8 @@ func TestBadSubmissions(t *testing.T) {
 		{"ftp", `{"files": [{"sources": ["ftp://h/a"], "destinations": ["http://h/b"]}]}`, 400},
 		{"file://", `{"files": [{"sources": ["file:///etc/passwd"], "destinations": ["http://h/b"]}]}`, 400},
 		{"credentials in URL", `{"files": [{"sources": ["http://u:p@h/a"], "destinations": ["http://h/b"]}]}`, 400},
+		{"a token in the query", `{"files": [{"sources": ["http://h/a?authz=Bearer%20x"], "destinations": ["http://h/b"]}]}`, 400},
+		{"an access_token", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b?access_token=x"]}]}`, 400},
 		{"no host", `{"files": [{"sources": ["http:///a"], "destinations": ["http://h/b"]}]}`, 400},
 		{"control characters", `{"files": [{"sources": ["http://h/a\u0000b"], "destinations": ["http://h/b"]}]}`, 400},
 		{"two destinations", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b", "http://h/c"]}]}`, 400},

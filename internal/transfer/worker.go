@@ -116,6 +116,11 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 				return mode, r.Bytes, fmt.Errorf("checking %s's %s checksum: %w", redact(u), alg, err)
 			}
 			if !bytes.Equal(got, want) {
+				if u == f.Destination {
+					// A wrong copy is not left where the job put it (a
+					// retry would find it "existing").
+					_ = s.o.Client.Remove(context.WithoutCancel(ctx), f.Destination, false)
+				}
 				return mode, r.Bytes, &client.ChecksumError{Alg: alg, Want: want, Got: got, Whom: "the job", What: redact(u)}
 			}
 		}
@@ -146,8 +151,11 @@ func (s *Service) same(ctx context.Context, src, dst, alg string) (bool, error) 
 	}
 	ds, derr := s.o.Client.Checksum(ctx, dst, alg)
 	ss, serr := s.o.Client.Checksum(ctx, src, alg)
-	if derr != nil || serr != nil {
-		return true, nil
+	switch {
+	case derr != nil && serr != nil:
+		return true, nil // neither tells one: the size decides
+	case derr != nil || serr != nil:
+		return false, nil // one cannot be compared: copied again
 	}
 	return bytes.Equal(ds, ss), nil
 }

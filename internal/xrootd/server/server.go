@@ -157,7 +157,8 @@ type Options struct {
 	// waits for it (default 15 s, XRootD's ofs.tpc ttl maximum).
 	TPCWait time.Duration
 	// MaxPulls bounds the third-party copies pulled at once (default 9,
-	// XRootD's ofs.tpc xfr); more wait their turn.
+	// XRootD's ofs.tpc xfr); more wait their turn at their first
+	// kXR_sync, before the client registers at the source.
 	MaxPulls int
 }
 

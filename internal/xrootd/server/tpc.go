@@ -281,7 +281,7 @@ func (ss *session) claimTPC(ctx context.Context, r *request, o xrootd.OpenReques
 		return err
 	}
 	wait := ss.srv.opts.TPCWait
-	return r.later(ctx, int(wait/time.Second), func(ctx context.Context) ([]byte, error) {
+	err = r.later(ctx, int(wait/time.Second), func(ctx context.Context) ([]byte, error) {
 		defer rv.unwait(id, ch)
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
@@ -298,6 +298,13 @@ func (ss *session) claimTPC(ctx context.Context, r *request, o xrootd.OpenReques
 			return nil, ctx.Err()
 		}
 	})
+	if err != nil && !errors.Is(err, errSent) {
+		// The kXR_waitresp could not be sent (the connection is gone):
+		// the callback never runs, so the waiter is dropped here, or
+		// it would hold a place in the table for good.
+		rv.unwait(id, ch)
+	}
+	return err
 }
 
 // openClaimed opens the source file for a destination under the client's

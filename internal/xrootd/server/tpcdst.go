@@ -30,7 +30,7 @@ type tpcJob struct {
 	bytes atomic.Int64 // copied so far
 
 	mu        sync.Mutex
-	armed     bool // a first kXR_sync came
+	armed     bool // a first kXR_sync came, and holds a pull slot
 	started   bool
 	closed    bool
 	cancelled bool // by the client (close, ofs.tpc cancel)
@@ -173,9 +173,24 @@ func (ss *session) syncTPC(ctx context.Context, r *request, j *tpcJob) error {
 		return errorf(xrootd.CodeFileNotOpen, "%s is closed", j.path)
 	}
 	if !j.armed {
-		j.armed = true
 		j.mu.Unlock()
-		return r.ok()
+		// The first sync takes one of MaxPulls slots, before the client
+		// registers at the source (as XRootD queues its jobs there): a
+		// copy that waits, waits here, not with its registration
+		// running out at the source.
+		select {
+		case j.srv.pulls <- struct{}{}:
+			return j.arm(r)
+		default:
+		}
+		return r.later(ctx, syncWait, func(ctx context.Context) ([]byte, error) {
+			select {
+			case j.srv.pulls <- struct{}{}:
+				return nil, j.arm(nil)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
 	}
 	if !j.started {
 		j.start(ss.ctx)
@@ -200,6 +215,23 @@ func (ss *session) syncTPC(ctx context.Context, r *request, j *tpcJob) error {
 	})
 }
 
+// arm records the pull slot just taken (answering r when not nil); a
+// job closed meanwhile gives it back.
+func (j *tpcJob) arm(r *request) error {
+	j.mu.Lock()
+	if j.closed || j.armed {
+		j.mu.Unlock()
+		<-j.srv.pulls
+		return errorf(xrootd.CodeFileNotOpen, "%s is closed", j.path)
+	}
+	j.armed = true
+	j.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.ok()
+}
+
 // start runs the pull on its own goroutine, under the session's context:
 // it ends with the session. j.mu is held.
 func (j *tpcJob) start(ctx context.Context) {
@@ -212,14 +244,8 @@ func (j *tpcJob) start(ctx context.Context) {
 func (j *tpcJob) run(ctx context.Context) {
 	defer close(j.done)
 	start := time.Now()
-	var err error
-	select {
-	case j.srv.pulls <- struct{}{}:
-		err = j.srv.opts.TPC.Pull(ctx, j.src, j.be, j.name, j.opts, func(n int64) { j.bytes.Store(n) })
-		<-j.srv.pulls
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := j.srv.opts.TPC.Pull(ctx, j.src, j.be, j.name, j.opts, func(n int64) { j.bytes.Store(n) })
+	<-j.srv.pulls // the first sync's slot
 	j.mu.Lock()
 	j.err = err
 	j.mu.Unlock()
@@ -272,9 +298,12 @@ func (j *tpcJob) stop() bool {
 func (j *tpcJob) close(abort bool) error {
 	j.mu.Lock()
 	j.closed = true
-	started := j.started
+	started, armed := j.started, j.armed
 	j.mu.Unlock()
 	if !started {
+		if armed {
+			<-j.srv.pulls // armed, never started: the slot goes back
+		}
 		return nil // nothing was asked to be copied
 	}
 	j.stop()
