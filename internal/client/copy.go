@@ -173,6 +173,22 @@ func known(in *Info) *Info {
 	return in
 }
 
+// CopyFile copies the file src to the file dst with none of Copy's
+// questions first (whether dst is a directory, what src is), for callers
+// that know both name files (the transfer service): a remote-to-remote
+// copy by third-party copy then starts with the COPY itself.
+func (c *Client) CopyFile(ctx context.Context, src, dst string, o CopyOptions) (Result, error) {
+	se, err := c.endpoint(src)
+	if err != nil {
+		return Result{Src: src, Dst: dst, Error: err.Error()}, err
+	}
+	de, err := c.endpoint(dst)
+	if err != nil {
+		return Result{Src: src, Dst: dst, Error: err.Error()}, err
+	}
+	return c.copyOne(ctx, job{src: se, dst: de, size: -1}, o)
+}
+
 // Copy copies each source to dst: files, and with Recursive directories,
 // between local paths and URLs in any direction. With several sources
 // (or a directory destination) each lands in dst under its own name.

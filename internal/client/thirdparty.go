@@ -234,17 +234,12 @@ func (c *Client) copyRemote(ctx context.Context, src *url.URL, info *Info, dst *
 	default:
 		return fmt.Errorf("--tpc %q: want auto, pull, push or never", o.TPC)
 	}
-	if modes[0] != "stream" {
-		if info == nil {
-			in, err := c.stat(ctx, src, nil, false)
-			if err != nil {
-				return err
-			}
-			info = &in
-		}
-		if info.IsDir {
-			return fmt.Errorf("%s: %w", Redact(src), ErrIsDir)
-		}
+	if info != nil && info.IsDir {
+		return fmt.Errorf("%s: %w", Redact(src), ErrIsDir)
+	}
+	size := int64(-1)
+	if info != nil {
+		size = info.Size
 	}
 	var tried []string
 	for _, m := range modes {
@@ -252,9 +247,11 @@ func (c *Client) copyRemote(ctx context.Context, src *url.URL, info *Info, dst *
 		if m == "stream" {
 			return c.relay(ctx, src, info, dst, o, res, bar)
 		}
-		err := c.thirdParty(ctx, m, src, dst, info.Size, o, res, bar)
+		err := c.thirdParty(ctx, m, src, dst, size, o, res, bar)
 		if err == nil {
-			res.Bytes = info.Size
+			if size >= 0 {
+				res.Bytes = size
+			}
 			return c.verifyTPC(ctx, src, dst, info, o, res)
 		}
 		if len(modes) == 1 || !fallback(err) {
@@ -302,7 +299,11 @@ func (c *Client) verifyTPC(ctx context.Context, src, dst *url.URL, info *Info, o
 		return err
 	}
 	for _, alg := range plan.ask {
-		want, ok := info.Sums[alg]
+		var want []byte
+		ok := false
+		if info != nil {
+			want, ok = info.Sums[alg]
+		}
 		if !ok {
 			w, err := c.Checksum(ctx, src.String(), alg)
 			if err != nil {

@@ -139,7 +139,11 @@ func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.Li
 		case ls.queued > 0 && (ls.lastRate < 0 || ls.rate > 1.05*ls.lastRate):
 			// Files wait and more transfers brought more: half as many
 			// again (short files keep a link busy only in numbers).
-			ls.limit = min(p.o.Max, ls.limit+max(1, ls.limit/2))
+			step := max(1, ls.limit/2)
+			if ls.queued >= 4*ls.limit {
+				step = ls.limit // a long queue: double, as a slow start does
+			}
+			ls.limit = min(p.o.Max, ls.limit+step)
 			ls.reason = fmt.Sprintf("throughput grew to %.1f MB/s with success %.0f%% and files waiting: more transfers", ls.rate, 100*ls.success)
 		case ls.queued > 0:
 			ls.reason = fmt.Sprintf("throughput steady at %.1f MB/s: holding", ls.rate)

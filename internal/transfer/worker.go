@@ -90,11 +90,7 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 	default:
 		o.Checksum = "auto" // compared when both ends offer one
 	}
-	res, err := s.o.Client.Copy(ctx, []string{src}, f.Destination, o)
-	var r client.Result
-	if len(res) > 0 {
-		r = res[0]
-	}
+	r, err := s.o.Client.CopyFile(ctx, src, f.Destination, o)
 	mode = r.Mode
 	if err != nil {
 		return mode, r.Bytes, err
