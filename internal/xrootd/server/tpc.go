@@ -298,7 +298,7 @@ func (ss *session) claimTPC(ctx context.Context, r *request, o xrootd.OpenReques
 			return nil, ctx.Err()
 		}
 	})
-	if err != nil && !errors.Is(err, errSent) {
+	if err != nil && err != errSent { // errSent itself: the callback runs; wrapped (c.broken): it does not
 		// The kXR_waitresp could not be sent (the connection is gone):
 		// the callback never runs, so the waiter is dropped here, or
 		// it would hold a place in the table for good.

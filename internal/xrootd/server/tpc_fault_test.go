@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -396,4 +398,35 @@ func TestTPCClientRights(t *testing.T) {
 		t.Errorf("bob's copy: %v, want ErrForbidden at the source", err)
 	}
 	wantNoFile(t, dst, "h")
+}
+
+// Destinations that open and reset their connection at once leave no
+// waiter behind: the rendezvous table empties, whether the kXR_waitresp
+// reached them or not (a waiter whose answer could not be sent used to
+// hold its place for good, and enough of them refused every copy).
+func TestTPCWaitersOfResetConnections(t *testing.T) {
+	src := startServer(t, func(o *Options) { o.TPCWait = time.Second })
+	src.writeFile(t, "f", 1000)
+	org := rawOrg(t)
+	for i := range 100 {
+		dest := dialRaw(t, src.addr).login()
+		dest.send(xrootd.ReqOpen, xrootd.OpenRequest{Options: xrootd.OpenRead}.Body(), []byte(fmt.Sprintf("/store/f?tpc.key=R%d&tpc.org=%s", i, org)))
+		if tc, ok := dest.c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // close with a reset
+		}
+		dest.c.Close()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		src.rdv.mu.Lock()
+		n := src.rdv.nwait
+		src.rdv.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters left in the rendezvous table", n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the table
+	}
 }
