@@ -208,6 +208,10 @@ func (t *HTTPTransport) copy(ctx context.Context, mode string, u *url.URL, hdr h
 			}
 		case "remoteconnections":
 			res.RemoteConnections = val
+		case "wanda-checksum-verified":
+			// The server compared the checksum end to end (wanda's
+			// extension): "alg:hex".
+			res.Checksum, res.Verified = val, true
 		case "success":
 			return nil
 		case "failure", "aborted":
@@ -247,10 +251,14 @@ func (c *Client) copyRemote(ctx context.Context, src *url.URL, info *Info, dst *
 		if m == "stream" {
 			return c.relay(ctx, src, info, dst, o, res, bar)
 		}
+		res.Checksum, res.Verified = "", false
 		err := c.thirdParty(ctx, m, src, dst, size, o, res, bar)
 		if err == nil {
 			if size >= 0 {
 				res.Bytes = size
+			}
+			if serverVerified(o, res) {
+				return nil // the server that ran it compared the checksum
 			}
 			return c.verifyTPC(ctx, src, dst, info, o, res)
 		}
@@ -288,6 +296,20 @@ func fallback(err error) bool {
 		return se.Method == "COPY"
 	}
 	return false
+}
+
+// serverVerified reports whether the server that ran a third-party copy
+// said it compared the checksum the options ask for (with auto, any).
+func serverVerified(o CopyOptions, res *Result) bool {
+	if !res.Verified {
+		return false
+	}
+	plan, err := planSums(o.Checksum)
+	if err != nil || len(plan.ask) == 0 {
+		return err == nil
+	}
+	alg, _, _ := strings.Cut(res.Checksum, ":")
+	return !plan.required || checksum.Canonical(alg) == plan.ask[0]
 }
 
 // verifyTPC compares the checksums of both ends after a third-party copy

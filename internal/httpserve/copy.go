@@ -93,12 +93,13 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	done := make(chan error, 1)
 	start := time.Now()
+	var res client.Result
 	go func() {
 		var err error
 		if pull {
-			_, err = h.opts.TPC.Pull(ctx, req, prog)
+			res, err = h.opts.TPC.Pull(ctx, req, prog)
 		} else {
-			_, err = h.opts.TPC.Push(ctx, req, prog)
+			res, err = h.opts.TPC.Push(ctx, req, prog)
 		}
 		done <- err
 	}()
@@ -118,7 +119,10 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 				m.Failure(err)
 			} else {
 				h.log.Info("third-party copy", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
-					"streams", req.Streams, "bytes", prog.Bytes(), "seconds", time.Since(start).Seconds())
+					"streams", req.Streams, "bytes", prog.Bytes(), "seconds", time.Since(start).Seconds(), "checksum", res.Checksum, "verified", res.Verified)
+				if res.Verified {
+					m.Verified(res.Checksum)
+				}
 				m.Success()
 			}
 			return nil
