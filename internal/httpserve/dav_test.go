@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"html"
 	"net/http"
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -484,5 +485,38 @@ func TestHrefsRoundTrip(t *testing.T) {
 	}
 	if n != len(names) {
 		t.Errorf("%d file links in the HTML listing, want %d:\n%s", n, len(names), r.Body)
+	}
+}
+
+// TestLargeGetDigestNotComputed: a GET of a large file asking
+// Want-Digest is not held back by computing the checksum (it would read
+// the whole file first): it answers at once, with a cached checksum or
+// none; a HEAD computes it, and the GETs after it get it from the cache.
+func TestLargeGetDigestNotComputed(t *testing.T) {
+	s := newServer(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (17<<20)/16) // over the 16 MiB computed inline
+	if err := os.WriteFile(filepath.Join(s.Scratch, "big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.get(t, "/scratch/big", "Want-Digest", "adler32", "Range", "bytes=0-99")
+	wantStatus(t, r, http.StatusPartialContent)
+	if d := r.Header.Get("Digest"); d != "" {
+		t.Errorf("a large file's GET computed its checksum: %q", d)
+	}
+	want := "adler32=" + digestsOf(data).adler
+	r = s.do(t, http.MethodHead, "/scratch/big", nil, "Want-Digest", "adler32")
+	if got := r.Header.Get("Digest"); got != want {
+		t.Errorf("HEAD Digest %q, want %q", got, want)
+	}
+	r = s.get(t, "/scratch/big", "Want-Digest", "adler32", "Range", "bytes=0-99")
+	if got := r.Header.Get("Digest"); got != want {
+		t.Errorf("GET after the checksum is known: Digest %q, want %q", got, want)
+	}
+	// A small file's GET computes it on the spot.
+	if err := os.WriteFile(filepath.Join(s.Scratch, "small"), []byte("small"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.get(t, "/scratch/small", "Want-Digest", "adler32").Header.Get("Digest"); got != "adler32="+digestsOf([]byte("small")).adler {
+		t.Errorf("small file GET Digest %q", got)
 	}
 }

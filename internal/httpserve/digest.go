@@ -14,14 +14,21 @@ import (
 // Want-Repr-Digest (RFC 9530, Repr-Digest header) with the most preferred
 // known algorithm of each. Unknown algorithms are ignored, as both RFCs ask;
 // a backend without checksums simply adds nothing.
-func (h *Handler) addDigests(r *http.Request, hdr http.Header, t target) error {
+//
+// A GET of a large file (over inlineDigestMax) gets a checksum only when
+// one is cached: computing it would read the whole file before the first
+// byte (seconds for a GiB; twenty third-party copies of 1 GiB files asking
+// at once stalled a link for 7 s). Clients ask apart, beside the data
+// (HEAD, which computes); wanda's engine does when the answer has none.
+func (h *Handler) addDigests(r *http.Request, hdr http.Header, t target, size int64) error {
 	wd, wrd := r.Header.Get("Want-Digest"), r.Header.Get("Want-Repr-Digest")
 	if wd == "" && wrd == "" {
 		return nil
 	}
+	compute := r.Method != http.MethodGet || size <= inlineDigestMax
 	if wd != "" {
 		if alg := h.pick(checksum.ParseWantDigest(wd)); alg != "" {
-			sum, err := h.checksum(r.Context(), t, alg)
+			sum, err := h.checksum(r.Context(), t, alg, compute)
 			if err != nil {
 				return err
 			}
@@ -32,7 +39,7 @@ func (h *Handler) addDigests(r *http.Request, hdr http.Header, t target) error {
 	}
 	if wrd != "" {
 		if alg := h.pick(checksum.ParseWantReprDigest(wrd)); alg != "" {
-			sum, err := h.checksum(r.Context(), t, alg)
+			sum, err := h.checksum(r.Context(), t, alg, compute)
 			if err != nil {
 				return err
 			}
@@ -53,8 +60,21 @@ func (h *Handler) pick(wants []checksum.Want) string {
 	return ""
 }
 
-// checksum asks the backend; nil, nil when it cannot compute checksums.
-func (h *Handler) checksum(ctx context.Context, t target, alg string) ([]byte, error) {
+// inlineDigestMax is the largest file a GET's Want-Digest is answered
+// for with a checksum computed on the spot (a few ms of reading).
+const inlineDigestMax = 16 << 20
+
+// checksum asks the backend; nil, nil when it cannot compute checksums,
+// or, without compute, when it has none cached.
+func (h *Handler) checksum(ctx context.Context, t target, alg string, compute bool) ([]byte, error) {
+	if !compute {
+		if cc, ok := t.export.Backend.(storage.CachedChecksummer); ok {
+			if sum, ok := cc.CachedChecksum(ctx, t.rel, alg); ok {
+				return sum, nil
+			}
+		}
+		return nil, nil
+	}
 	cs, ok := t.export.Backend.(storage.Checksummer)
 	if !ok {
 		return nil, nil

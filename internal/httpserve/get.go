@@ -58,7 +58,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 		hdr.Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
 	}
 	hdr.Set("Accept-Ranges", "bytes")
-	if err := h.addDigests(r, hdr, t); err != nil {
+	if err := h.addDigests(r, hdr, t, fi.Size); err != nil {
 		return err
 	}
 	if done := checkConditions(w, r, etag, fi.ModTime); done {
