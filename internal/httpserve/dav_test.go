@@ -1,10 +1,10 @@
 package httpserve_test
 
 import (
+	"bytes"
 	"encoding/xml"
 	"html"
 	"net/http"
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
