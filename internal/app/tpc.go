@@ -26,7 +26,7 @@ func newCopier(c config.TPC, log *slog.Logger, m *metrics.TPC) (*tpc.Copier, err
 	}
 	return tpc.New(tpc.Options{
 		Allow: c.Allow, Deny: c.Deny, TLS: tc,
-		FirstByte: c.FirstByteTimeout, Stall: c.StallTimeout,
+		FirstByte: c.FirstByteTimeout, Stall: c.StallTimeout, Attempts: c.Attempts,
 		MaxStreams: c.MaxStreams, DefaultStreams: c.Streams, MaxActive: c.MaxActive,
 		Log: log.With("component", "tpc"), Metrics: m,
 	})

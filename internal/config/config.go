@@ -85,6 +85,9 @@ type TPC struct {
 	// long.
 	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"`
 	StallTimeout     time.Duration `yaml:"stall_timeout"`
+	// Attempts is how many times a request to the remote is tried
+	// (backoff 0.25 s doubling to 15 s): 10 rides out a minute away.
+	Attempts int `yaml:"attempts"`
 }
 
 // OrphanSweep configures the sweep of orphaned upload temp files
@@ -193,7 +196,7 @@ func Default() Config {
 			},
 			TPC: TPC{
 				Enabled: true, MaxStreams: 100, MaxActive: 64, MarkerInterval: 5 * time.Second,
-				FirstByteTimeout: 120 * time.Second, StallTimeout: 60 * time.Second,
+				FirstByteTimeout: 120 * time.Second, StallTimeout: 60 * time.Second, Attempts: 10,
 			},
 		},
 		Redirector: DefaultRedirector(),

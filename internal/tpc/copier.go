@@ -33,6 +33,9 @@ type Options struct {
 	// first byte (default 120 s); Stall how long a transfer may move
 	// nothing after that (default 60 s).
 	FirstByte, Stall time.Duration
+	// Attempts is how many times a request to the remote is tried
+	// (default 10: with the backoff, about a minute of a remote away).
+	Attempts int
 	// MaxStreams bounds X-Number-Of-Streams (default 100); DefaultStreams
 	// is used when a COPY asks for none (default 0: from the size).
 	MaxStreams, DefaultStreams int
@@ -69,6 +72,9 @@ func New(o Options) (*Copier, error) {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = 100
 	}
+	if o.Attempts <= 0 {
+		o.Attempts = 10
+	}
 	if o.MaxActive <= 0 {
 		o.MaxActive = 64
 	}
@@ -78,6 +84,11 @@ func New(o Options) (*Copier, error) {
 	c := client.New()
 	c.Log = o.Log
 	c.Policy.Stall, c.Policy.FirstByte = o.Stall, o.FirstByte
+	// A copy rides out a remote that is away for a minute (restarts,
+	// network blips: backoff 0.25 s doubling to 15 s, 10 tries), going
+	// on from the bytes it has: starting over from nothing would move
+	// again what was in flight.
+	c.Policy.Attempts, c.Policy.MaxBackoff = o.Attempts, 15*time.Second
 	ht := client.NewHTTPTransport(o.TLS)
 	tr := ht.Client.Transport.(*http.Transport)
 	tr.Proxy = nil // the remote is dialed directly, through the filter

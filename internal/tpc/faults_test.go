@@ -125,6 +125,7 @@ func (f *faultSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func quick(c *config.Config) {
 	c.Server.TPC.StallTimeout = 300 * time.Millisecond
 	c.Server.TPC.FirstByteTimeout = 300 * time.Millisecond
+	c.Server.TPC.Attempts = 3
 }
 
 // Every fault ends with one failure line that names the cause, and
