@@ -17,6 +17,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/tpc"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
@@ -146,26 +147,18 @@ func (t *Transfer) subject(r *http.Request) string {
 	if t.policy.tokens == nil {
 		return ""
 	}
-	c, err := t.policy.tokens.Verify(bearerOf(r))
+	c, err := t.policy.tokens.Verify(httpserve.Bearer(r))
 	if err != nil {
 		return ""
 	}
 	return c.Issuer + "#" + c.Subject
 }
 
-func bearerOf(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if v, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(v)
-	}
-	return ""
-}
-
 // requireToken refuses API requests without a valid token (401 with the
 // reason, never the token).
 func (t *Transfer) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw := bearerOf(r)
+		raw := httpserve.Bearer(r)
 		if raw == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wanda-transfer"`)
 			http.Error(w, `{"error": "a bearer token is needed"}`, http.StatusUnauthorized)

@@ -13,7 +13,9 @@ import (
 // bearer is the request's bearer token: the Authorization header
 // ("Bearer TOKEN", RFC 6750), else the authz query parameter that
 // XrdHttp accepts ("Bearer%20TOKEN" or the bare token). "" when none.
-func bearer(r *http.Request) string {
+// Bearer is a request's bearer token: Authorization: Bearer, or XrdHttp's
+// authz query parameter; "" without one.
+func Bearer(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {
@@ -34,7 +36,7 @@ func bearer(r *http.Request) string {
 // Credentials fills the credential fields of an auth.Request from r: the
 // bearer token and the TLS client's chain as presented.
 func Credentials(r *http.Request, ar auth.Request) auth.Request {
-	ar.Bearer = bearer(r)
+	ar.Bearer = Bearer(r)
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		ar.Certs = r.TLS.PeerCertificates
 	}

@@ -104,9 +104,6 @@ func New(o Options) (*Copier, error) {
 	return &Copier{o: o, filter: f, c: c, log: o.Log}, nil
 }
 
-// Filter is the copier's address filter.
-func (c *Copier) Filter() *Filter { return c.filter }
-
 // ErrBusy: MaxActive copies are in progress.
 var ErrBusy = errors.New("too many third-party copies in progress")
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/tpc"
+	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
 // Error classes: the stable words an attempt's failure is filed under
@@ -20,8 +21,8 @@ const (
 	ClassTimeout       = "timeout"
 	ClassNetwork       = "network"
 	ClassNoSpace       = "no space"
-	ClassCanceled      = "canceled"
-	ClassLeaseExpired  = "lease expired"
+	ClassCanceled      = store.ClassCanceled // the store records these two itself
+	ClassLeaseExpired  = store.ClassLeaseExpired
 	ClassOther         = "error"
 )
 
