@@ -60,7 +60,24 @@ type transfersEnv struct {
 	relayURL  string
 	rl        *wan.Relay
 	dst, svc  string
+	dstP      *childProc
+	svcP      *childProc
 	cfg       wan.Config
+}
+
+// cpu is the CPU time so far of the source, the destination, the
+// service and this process (the relay, mostly), in that order.
+func (e *transfersEnv) cpu() [4]time.Duration {
+	var out [4]time.Duration
+	for i, p := range []*childProc{e.src, e.dstP, e.svcP} {
+		if u, err := p.usage(); err == nil {
+			out[i] = u.CPU
+		}
+	}
+	if u, err := readProcUsage(os.Getpid()); err == nil {
+		out[3] = u.CPU
+	}
+	return out
 }
 
 func runTransfers(ctx context.Context, r *Run) error {
@@ -94,14 +111,14 @@ func runTransfers(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	e.dst = dst.URL
+	e.dst, e.dstP = dst.URL, dst
 	svc, err := r.startChild(ctx, "wanda-transfer", "serving", "transfer", "serve", "--listen", "127.0.0.1:0",
 		"--db", "sqlite:"+filepath.Join(r.Dir(), "transfer.db"), "--log-format", "json", "--max-active", "256",
 		"--link-max", strconv.Itoa(r.Int("link_max")), "--optimizer-interval", "2s", "--allow", "127.0.0.0/8")
 	if err != nil {
 		return err
 	}
-	e.svc = svc.URL
+	e.svc, e.svcP = svc.URL, svc
 	r.Note("sites: a wanda server behind the relay (source) and one on loopback (destination, `--tpc-allow 127.0.0.0/8`); the service: `wanda transfer serve --db sqlite:... --max-active 256 --link-max %d --optimizer-interval 2s`", r.Int("link_max"))
 
 	var jobs []transfer.SubmitRequest
@@ -183,6 +200,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 	ideal := float64(bytes)/(netLinkMBs(e.cfg)*1e6) + 3*e.cfg.RTT.Seconds()
 	t0 := time.Now()
 	st0 := e.rl.Stats()
+	cpu0 := e.cpu()
 	var ids []string
 	for _, j := range jobs {
 		id, err := e.submit(ctx, j)
@@ -209,7 +227,13 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			for _, n := range states {
 				total += n
 			}
+			st, cpu := e.rl.Stats(), e.cpu()
+			ms := func(i int) float64 {
+				return netRound(float64((cpu[i]-cpu0[i]).Microseconds())/1e3/float64(max(total, 1)), 3)
+			}
 			r.Row("kind", "phase", "phase", name, "files", total, "finished", finished, "bytes", bytes,
+				"connections", st.Total-st0.Total, "late", st.Late-st0.Late,
+				"cpu_ms_per_file_source", ms(0), "cpu_ms_per_file_destination", ms(1), "cpu_ms_per_file_service", ms(2), "cpu_ms_per_file_relay", ms(3),
 				"seconds", netRound(secs, 2), "ideal_s", netRound(ideal, 2), "of_ideal", netRound(secs/ideal, 3),
 				"down_s", down.Seconds())
 			return nil
