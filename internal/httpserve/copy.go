@@ -87,7 +87,11 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusAccepted)
 	m := tpc.NewMarkers(w)
 	prog := tpc.NewProgress()
-	m.Marker(prog, time.Now())
+	// The 202 and a first marker go out once the copy has run a moment
+	// (or with its end, when it ends before: a short copy answers in one
+	// write), then every marker interval.
+	first := time.NewTimer(min(firstMarker, h.opts.TPCMarkerInterval))
+	defer first.Stop()
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -108,7 +112,6 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	for {
 		select {
 		case err = <-done:
-			m.Marker(prog, time.Now()) // the final count and the remotes
 			mode := "push"
 			if pull {
 				mode = "pull"
@@ -116,16 +119,18 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				h.log.Warn("third-party copy failed", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
 					"streams", req.Streams, "bytes", prog.Bytes(), "reason", tpc.Reason(err), "err", err)
-				m.Failure(err)
 			} else {
 				h.log.Info("third-party copy", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
 					"streams", req.Streams, "bytes", prog.Bytes(), "seconds", time.Since(start).Seconds(), "checksum", res.Checksum, "verified", res.Verified)
-				if res.Verified {
-					m.Verified(res.Checksum)
-				}
-				m.Success()
 			}
+			verified := ""
+			if err == nil && res.Verified {
+				verified = res.Checksum
+			}
+			m.End(prog, time.Now(), verified, err) // the final count and the remotes, and the outcome
 			return nil
+		case now := <-first.C:
+			m.Marker(prog, now)
 		case now := <-tick.C:
 			m.Marker(prog, now)
 			if m.Gone() {
@@ -134,6 +139,9 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 }
+
+// firstMarker is how long a copy runs before its first perf marker.
+const firstMarker = 200 * time.Millisecond
 
 // copyRequest reads a COPY's transfer headers: TransferHeader<Name> are
 // sent as <Name> to the remote (TransferHeaderAuthorization carries the
