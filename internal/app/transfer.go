@@ -18,6 +18,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/tpc"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
@@ -112,6 +113,7 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	}
 	so := o.Service
 	so.Store, so.Client, so.Log = st, o.Client, log.With("component", "transfer")
+	so.Metrics = metrics.NewTransfer(reg)
 	if t.svc, err = transfer.New(so); err != nil {
 		t.Close()
 		return nil, err

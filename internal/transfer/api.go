@@ -128,6 +128,9 @@ func (s *Service) submit(w http.ResponseWriter, r *http.Request, subject string)
 		}
 		code = http.StatusOK // the same id again: the job as it is
 	}
+	if created && s.o.Metrics != nil {
+		s.o.Metrics.Jobs.Inc()
+	}
 	s.log.Info("job submitted", "job", stored.ID, "files", len(files), "submitter", stored.Submitter, "new", created)
 	s.Kick()
 	writeJSON(w, code, map[string]any{"job_id": stored.ID, "state": stored.State})
