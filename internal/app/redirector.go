@@ -21,6 +21,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/redirector"
+	"github.com/wanda-fed/wanda/internal/ui"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -101,12 +102,25 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// Locate names replicas and local paths: on a protected site, for
 	// the federation (its token) and for clients who may read the path.
 	locate := locateGate{next: gated, policy: r.policy, token: c.Token}
+	var dash http.Handler
+	if c.UI {
+		// The dashboard shows what the topology API tells, plus the
+		// members' own /metrics: read only, open as the API is.
+		d := ui.New(ui.Options{Topology: rd.Topology, Log: r.log.With("component", "ui")})
+		uiCtx, stopUI := context.WithCancel(ctx)
+		defer stopUI()
+		go d.Run(uiCtx)
+		dash = d.Handler()
+	}
 	api := httpserve.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path == "/api/v1/locate" {
+		switch p := req.URL.Path; {
+		case p == "/api/v1/locate":
 			locate.ServeHTTP(w, req)
-			return
+		case dash != nil && (p == "/ui" || strings.HasPrefix(p, "/ui/")):
+			dash.ServeHTTP(w, req)
+		default:
+			gated.ServeHTTP(w, req)
 		}
-		gated.ServeHTTP(w, req)
 	}), r.log.With("component", "access"), m)
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10

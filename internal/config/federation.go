@@ -78,6 +78,8 @@ type Redirector struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// XRootD answers root:// clients on the same port with kXR_redirect.
 	XRootD bool `yaml:"xrootd"`
+	// UI serves the dashboard at /ui/ (read only, like the topology API).
+	UI bool `yaml:"ui"`
 }
 
 // StaticMember is a member configured by hand.
@@ -106,6 +108,7 @@ func DefaultRedirector() Redirector {
 		WriteSelect:      "space",
 		ShutdownTimeout:  30 * time.Second,
 		XRootD:           true,
+		UI:               true,
 	}
 }
 

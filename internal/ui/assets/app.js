@@ -1,0 +1,89 @@
+// The dashboard's page: asks /ui/api/state every two seconds and lays it
+// out; the charts are SVG drawn by the server.
+"use strict";
+
+function bytes(n) {
+  if (!n) return "0";
+  const u = ["B", "KB", "MB", "GB", "TB", "PB"];
+  let i = 0;
+  while (n >= 1000 && i < u.length - 1) { n /= 1000; i++; }
+  return n.toFixed(n < 10 && i > 0 ? 1 : 0) + " " + u[i];
+}
+function rate(n) { return bytes(n) + "/s"; }
+function pct(x) { return (100 * x).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function fill(id, rows, build) {
+  const tbody = document.querySelector("#" + id + " tbody");
+  const fresh = document.createElement("tbody");
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    build(tr, r);
+    fresh.appendChild(tr);
+  }
+  tbody.replaceWith(fresh);
+}
+
+function render(st) {
+  document.getElementById("redirector").textContent = st.redirector;
+  document.getElementById("updated").textContent = "sampled " + new Date(st.time).toLocaleTimeString();
+  fill("sites", st.sites, (tr, s) => {
+    cell(tr, s.site);
+    cell(tr, s.members);
+    cell(tr, s.failed, s.failed > 0 ? "failed" : "");
+    cell(tr, rate(s.out_bytes_per_s));
+    cell(tr, rate(s.in_bytes_per_s));
+  });
+  fill("members", st.members, (tr, m) => {
+    tr.dataset.url = m.url;
+    tr.dataset.status = m.status;
+    const name = cell(tr, m.url, "url");
+    name.style.paddingLeft = (0.5 + 1.5 * m.depth) + "em";
+    cell(tr, m.role);
+    cell(tr, m.site || "");
+    const s = cell(tr, m.status + (m.reason ? ": " + m.reason : ""), "status " + m.status);
+    s.title = m.reason || "";
+    cell(tr, (m.exports || []).join(" "));
+    cell(tr, m.active);
+    cell(tr, m.connections);
+    cell(tr, m.total_bytes ? bytes(m.free_bytes) + " of " + bytes(m.total_bytes) : "");
+    cell(tr, rate(m.out_bytes_per_s));
+    cell(tr, rate(m.in_bytes_per_s));
+    cell(tr, m.requests_per_s.toFixed(1));
+    cell(tr, m.requests_per_s > 0 ? pct(m.error_ratio) : "", m.error_ratio > 0.05 ? "failed" : "");
+    cell(tr, m.cache_hit_ratio === undefined ? "" : pct(m.cache_hit_ratio));
+    cell(tr, (m.last_seen_ms_ago / 1000).toFixed(1) + " s ago");
+  });
+  fill("failures", st.failures, (tr, f) => {
+    cell(tr, new Date(f.time).toLocaleTimeString());
+    cell(tr, f.member);
+    cell(tr, f.site || "");
+    cell(tr, f.reason);
+  });
+}
+
+let charts = 0;
+async function refresh() {
+  try {
+    const resp = await fetch("api/state", {cache: "no-store"});
+    if (!resp.ok) throw new Error(resp.status + " " + resp.statusText);
+    render(await resp.json());
+    if (++charts % 3 === 0) {
+      for (const id of ["chart-out", "chart-in"]) {
+        const img = document.getElementById(id);
+        img.src = img.src.replace(/&t=\d+$/, "") + "&t=" + Date.now();
+      }
+    }
+  } catch (e) {
+    document.getElementById("updated").textContent = "the redirector does not answer (" + e.message + ")";
+  }
+}
+refresh();
+setInterval(refresh, 2000);
