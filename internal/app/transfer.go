@@ -24,6 +24,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 	"github.com/wanda-fed/wanda/internal/transfer/store/postgres"
 	"github.com/wanda-fed/wanda/internal/transfer/store/sqlite"
+	"github.com/wanda-fed/wanda/internal/ui"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -44,6 +45,9 @@ type TransferOptions struct {
 	// its submitters). TokenHosts are the storages (host:port) the
 	// service's own token may be sent to; no other host gets it.
 	Allow, TokenHosts []string
+	// UIAnonymous shows the dashboard (/ui/) without a token on a service
+	// with token issuers; without issuers it is always shown.
+	UIAnonymous bool
 }
 
 // Transfer is a running transfer service instance.
@@ -139,6 +143,14 @@ func (t *Transfer) Handler() http.Handler {
 		api = t.requireToken(api)
 	}
 	mux.Handle("/api/", api)
+	if t.policy.tokens == nil || t.o.UIAnonymous {
+		mux.Handle("/ui", ui.TransferHandler(t.svc))
+		mux.Handle("/ui/", ui.TransferHandler(t.svc))
+	} else {
+		mux.HandleFunc("/ui/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the dashboard shows every job: on a service with token issuers it is off unless started with --ui-anonymous", http.StatusForbidden)
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
 	return mux

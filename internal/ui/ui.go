@@ -61,7 +61,9 @@ type Dashboard struct {
 	failures []Failure
 	sites    []siteSample // oldest first
 	sampled  time.Time
-	kick     chan struct{}
+	// busy is held by whoever samples (Run, or a page finding the last
+	// sample old): one at a time.
+	busy sync.Mutex
 }
 
 // Failure is a member turning unhealthy, with the reason known then.
@@ -89,24 +91,24 @@ func New(o Options) *Dashboard {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Dashboard{o: o, members: map[string]*member{}, kick: make(chan struct{}, 1)}
+	return &Dashboard{o: o, members: map[string]*member{}}
 }
 
-// Run samples every Options.Every until ctx ends (and at once when the
-// page is asked for and the last sample is older than a second: the
-// tree shows a member's fall as soon as the redirector knows it).
+// Run samples every Options.Every until ctx ends. A page asking when
+// the last sample is over a second old samples first (fresh): the tree
+// shows a member's fall as soon as the redirector knows it.
 func (d *Dashboard) Run(ctx context.Context) {
 	t := time.NewTicker(d.o.Every)
 	defer t.Stop()
-	d.sample(ctx)
 	for {
+		d.busy.Lock()
+		d.sample(ctx)
+		d.busy.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-d.kick:
 		}
-		d.sample(ctx)
 	}
 }
 
@@ -128,7 +130,7 @@ func (d *Dashboard) Handler() http.Handler {
 		case p == "/ui":
 			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 		case p == "/ui/api/state":
-			d.fresh()
+			d.fresh(r.Context())
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(d.State())
 		case p == "/ui/chart.svg":
@@ -141,15 +143,17 @@ func (d *Dashboard) Handler() http.Handler {
 	})
 }
 
-// fresh asks for a sample when the last one is over a second old.
-func (d *Dashboard) fresh() {
+// fresh samples when the last sample is over a second old and nobody
+// else is sampling (a second page waits for nobody), within a second.
+func (d *Dashboard) fresh(ctx context.Context) {
 	d.mu.Lock()
 	old := time.Since(d.sampled) > time.Second
 	d.mu.Unlock()
-	if old {
-		select {
-		case d.kick <- struct{}{}:
-		default:
-		}
+	if !old || !d.busy.TryLock() {
+		return
 	}
+	defer d.busy.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d.sample(ctx)
 }
