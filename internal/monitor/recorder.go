@@ -1,0 +1,283 @@
+package monitor
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/metrics"
+)
+
+// Defaults of Options.
+const (
+	DefaultQueue    = 10000
+	DefaultProgress = 60 * time.Second
+)
+
+// Options configure a Recorder.
+type Options struct {
+	// Role ("server", "cache", "redirector", "transfer") and Site (the
+	// member's site label) go in every record.
+	Role, Site string
+	// File writes JSON lines to a rotating file (Path "": none).
+	File FileOptions
+	// Collector POSTs batches of records over HTTP (URL "": none).
+	Collector CollectorOptions
+	// Queue is the records waiting for the writer; more are dropped
+	// (default DefaultQueue).
+	Queue int
+	// Progress is the time between progress records of an access that
+	// is still running (default DefaultProgress; negative: none).
+	Progress time.Duration
+	// Metrics counts records written and dropped (nil: not counted).
+	Metrics *metrics.Records
+	Log     *slog.Logger
+}
+
+// Recorder takes the records of a process's accesses: Start hands out
+// Accesses, their ends are queued for one writer goroutine. It is safe
+// for concurrent use.
+type Recorder struct {
+	o      Options
+	server atomic.Pointer[string]
+	ids    atomic.Uint64
+	queue  chan Record
+	file   *rotator
+	coll   *collector
+	closed atomic.Bool
+
+	mu     sync.Mutex
+	active map[*Access]struct{}
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	// now is time.Now (tests move it).
+	now func() time.Time
+	// lastErr rate-limits the log of file errors.
+	lastErr time.Time
+}
+
+// New opens the records file (if any) and starts the writer.
+func New(o Options) (*Recorder, error) {
+	if o.Queue <= 0 {
+		o.Queue = DefaultQueue
+	}
+	if o.Progress == 0 {
+		o.Progress = DefaultProgress
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.File.Path == "" && o.Collector.URL == "" {
+		return nil, errors.New("records: neither a file nor a collector URL")
+	}
+	r := &Recorder{
+		o: o, queue: make(chan Record, o.Queue), active: map[*Access]struct{}{},
+		stop: make(chan struct{}), done: make(chan struct{}), now: time.Now,
+	}
+	if o.File.Path != "" {
+		f, err := openRotator(o.File)
+		if err != nil {
+			return nil, err
+		}
+		r.file = f
+	}
+	if o.Collector.URL != "" {
+		c, err := newCollector(o.Collector, r.dropped, r.written, o.Log)
+		if err != nil {
+			if r.file != nil {
+				_ = r.file.close()
+			}
+			return nil, err
+		}
+		r.coll = c
+	}
+	go r.run()
+	return r, nil
+}
+
+// SetServer names this process in records (its advertised URL, known
+// once it listens).
+func (r *Recorder) SetServer(u string) { r.server.Store(&u) }
+
+// Start implements Sink.
+func (r *Recorder) Start(b Begin) *Access {
+	a := &Access{r: r, id: r.ids.Add(1), start: r.now()}
+	typ := b.Type
+	if typ == "" {
+		typ = TypeAccess
+	}
+	a.rec = Record{
+		Type: typ, Role: r.o.Role, Site: r.o.Site, Protocol: b.Protocol, Op: b.Op,
+		Path: cleanPath(b.Path), Client: b.Client, User: Anonymous, Size: -1,
+	}
+	if s := r.server.Load(); s != nil {
+		a.rec.Server = *s
+	}
+	if r.o.Progress > 0 {
+		r.mu.Lock()
+		r.active[a] = struct{}{}
+		r.mu.Unlock()
+	}
+	return a
+}
+
+// end queues a's record.
+func (r *Recorder) end(a *Access) {
+	if r.o.Progress > 0 {
+		r.mu.Lock()
+		delete(r.active, a)
+		r.mu.Unlock()
+	}
+	r.enqueue(a.snapshot(r.now()))
+}
+
+// enqueue hands rec to the writer, or drops and counts it: the caller
+// is on the data path and never waits.
+func (r *Recorder) enqueue(rec Record) {
+	if r.closed.Load() {
+		r.dropped("closed", 1)
+		return
+	}
+	select {
+	case r.queue <- rec:
+	default:
+		r.dropped("queue_full", 1)
+	}
+}
+
+func (r *Recorder) dropped(reason string, n int) {
+	if r.o.Metrics != nil {
+		r.o.Metrics.Dropped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (r *Recorder) written(sink string, n int) {
+	if r.o.Metrics != nil {
+		r.o.Metrics.Written.WithLabelValues(sink).Add(float64(n))
+	}
+}
+
+// Close writes what is queued, flushes the file, sends the collector
+// what it holds (for a few seconds at most) and stops. Accesses ended
+// after Close are dropped ("closed").
+func (r *Recorder) Close() error {
+	r.once.Do(func() {
+		r.closed.Store(true)
+		close(r.stop)
+	})
+	<-r.done
+	return nil
+}
+
+// run is the writer goroutine.
+func (r *Recorder) run() {
+	defer close(r.done)
+	var tick <-chan time.Time
+	if r.o.Progress > 0 {
+		t := time.NewTicker(min(r.o.Progress, time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case rec := <-r.queue:
+			r.write(rec)
+			if len(r.queue) == 0 {
+				r.flush()
+			}
+		case <-tick:
+			r.progress()
+		case <-r.stop:
+			for {
+				select {
+				case rec := <-r.queue:
+					r.write(rec)
+					continue
+				default:
+				}
+				break
+			}
+			r.flush()
+			if r.file != nil {
+				if err := r.file.close(); err != nil {
+					r.o.Log.Warn("records: closing the file", "err", err)
+				}
+			}
+			if r.coll != nil {
+				r.coll.close()
+			}
+			return
+		}
+	}
+}
+
+// progress writes a progress record of every access that has run
+// longer than Options.Progress since its start or its last report.
+func (r *Recorder) progress() {
+	now := r.now()
+	var due []*Access
+	r.mu.Lock()
+	for a := range r.active {
+		last := a.start
+		if p := a.lastProgress.Load(); p != 0 {
+			last = time.Unix(0, p)
+		}
+		if now.Sub(last) >= r.o.Progress {
+			due = append(due, a)
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range due {
+		a.lastProgress.Store(now.UnixNano())
+		rec := a.snapshot(now)
+		rec.Type, rec.Result, rec.ErrorClass, rec.Status = TypeProgress, ResultActive, "", 0
+		r.write(rec)
+	}
+	if len(due) > 0 {
+		r.flush()
+	}
+}
+
+// write encodes rec and hands the line to the file and the collector.
+func (r *Recorder) write(rec Record) {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		r.dropped("encode_error", 1)
+		return
+	}
+	line = append(line, '\n')
+	if r.file != nil {
+		if err := r.file.write(line, r.now()); err != nil {
+			r.dropped("file_error", 1)
+			r.logErr(err)
+		} else {
+			r.written("file", 1)
+		}
+	}
+	if r.coll != nil {
+		r.coll.offer(line)
+	}
+}
+
+func (r *Recorder) flush() {
+	if r.file == nil {
+		return
+	}
+	if err := r.file.flush(); err != nil {
+		r.logErr(err)
+	}
+}
+
+// logErr logs a file error at most once a minute.
+func (r *Recorder) logErr(err error) {
+	if now := r.now(); now.Sub(r.lastErr) >= time.Minute {
+		r.lastErr = now
+		r.o.Log.Error("records: writing the file (records are dropped and counted in wanda_records_dropped_total)", "err", err)
+	}
+}
