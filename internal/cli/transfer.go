@@ -45,6 +45,7 @@ func newTransferServeCmd() *cobra.Command {
 		o                               transfer.Options
 		cf                              clientFlags
 		af                              authFlags
+		rf                              recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --db sqlite:PATH|postgres://...",
@@ -60,8 +61,12 @@ func newTransferServeCmd() *cobra.Command {
 			if err := af.apply(cmd, &ac, &tls); err != nil {
 				return err
 			}
+			rc := config.DefaultRecords()
+			if err := rf.apply(cmd, &rc); err != nil {
+				return err
+			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts, Records: rc}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -88,6 +93,7 @@ func newTransferServeCmd() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cf.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 )
 
 // recorder captures status and byte counts. It forwards ReadFrom so that
@@ -79,6 +81,20 @@ func (c *countingBody) Read(p []byte) (int, error) {
 // Middleware wraps next with request id -> access log -> metrics, the
 // order STYLE.md gives (auth is inside the handler, per operation).
 func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handler {
+	return MiddlewareWithRecords(next, log, m, Records{})
+}
+
+// Records configure the per-request records of MiddlewareWithRecords.
+type Records struct {
+	// Sink takes a record of every request on a file (nil: none).
+	Sink monitor.Sink
+	// Skip exempts requests that are not file accesses (APIs).
+	Skip func(r *http.Request) bool
+}
+
+// MiddlewareWithRecords is Middleware that also writes a record of each
+// request on a file (records.go) through rs.Sink.
+func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP, rs Records) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
@@ -99,6 +115,10 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 		*r2 = *r
 		r2.Body = body
 		r = r2
+		acc := startRecord(rs, r)
+		if acc != nil {
+			r = r.WithContext(monitor.NewContext(auth.WithIdentitySink(r.Context(), acc), acc))
+		}
 		if m != nil {
 			m.InFlight.Inc()
 		}
@@ -137,6 +157,7 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 				attrs = append(attrs, slog.String("err", rec.err.Error()))
 			}
 			log.LogAttrs(r.Context(), level, "request", attrs...)
+			endRecord(acc, r, w.Header(), status, rec.n, body.n.Load())
 			if p != nil {
 				panic(p)
 			}

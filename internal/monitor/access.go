@@ -197,6 +197,16 @@ func (a *Access) Succeed(result string, status int) {
 	a.mu.Unlock()
 }
 
+// Failed reports whether Fail was called.
+func (a *Access) Failed() bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rec.Result == ResultError
+}
+
 // End closes the access and queues its record; later calls do nothing.
 func (a *Access) End() {
 	if a == nil || a.ended.Swap(true) {

@@ -40,6 +40,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -47,6 +48,9 @@ import (
 // Options configure a Server. Zero values take the defaults noted.
 type Options struct {
 	Namespace *storage.Namespace
+	// Records takes a record of every file access, open to close, and
+	// of every failed open (nil: none).
+	Records monitor.Sink
 	// Auth decides every operation; nil is auth.ExportPolicy{} (reads
 	// allowed, writes refused), as in the HTTP front-end.
 	Auth auth.Authorizer

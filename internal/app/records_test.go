@@ -1,0 +1,321 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wanda-fed/wanda/internal/app"
+	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
+)
+
+// records reads the JSON lines of a records file (none yet: empty).
+func records(t *testing.T, path string) []monitor.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []monitor.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r monitor.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("records line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitRecord polls path until a record matches (10 s at most).
+func waitRecord(t *testing.T, path, what string, match func(monitor.Record) bool) monitor.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, r := range records(t, path) {
+			if match(r) {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no record of %s in %s; have %+v", what, path, records(t, path))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func doReq(t *testing.T, method, u string, body io.Reader, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
+}
+
+func TestRecordsHTTP(t *testing.T) {
+	cfg, dir := newConfig(t)
+	rf := filepath.Join(t.TempDir(), "records.jsonl")
+	cfg.Records.File = rf
+	cfg.Server.Federation.Labels = map[string]string{"site": "T2_Test"}
+	data := bytes.Repeat([]byte("0123456789"), 10000)
+	if err := os.WriteFile(filepath.Join(dir, "f.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := start(t, cfg)
+	base := "http://" + addr
+
+	// GET, with a token in the query that must not reach the records.
+	resp, got := doReq(t, http.MethodGet, base+"/data/f.bin?authz=Bearer%20sekrit", nil)
+	if resp.StatusCode != 200 || len(got) != len(data) {
+		t.Fatalf("GET: %d, %d bytes", resp.StatusCode, len(got))
+	}
+	r := waitRecord(t, rf, "the GET", func(r monitor.Record) bool { return r.Op == "GET" && r.Path == "/data/f.bin" })
+	if r.Protocol != "http" || r.User != "anonymous" || r.BytesRead != int64(len(data)) || r.BytesWritten != 0 ||
+		r.Result != "ok" || r.Status != 200 || r.Size != int64(len(data)) || r.Role != "server" || r.Site != "T2_Test" ||
+		r.Server != base || r.Reads != 1 || !strings.HasPrefix(r.Client, "127.0.0.1:") || r.Type != "access" {
+		t.Errorf("GET record: %+v", r)
+	}
+
+	// PUT.
+	up := bytes.Repeat([]byte("u"), 12345)
+	if resp, _ := doReq(t, http.MethodPut, base+"/data/up.bin", bytes.NewReader(up)); resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT: %d", resp.StatusCode)
+	}
+	r = waitRecord(t, rf, "the PUT", func(r monitor.Record) bool { return r.Op == "PUT" })
+	if r.BytesWritten != int64(len(up)) || r.BytesRead != 0 || r.Result != "ok" || r.Path != "/data/up.bin" || r.Writes != 1 {
+		t.Errorf("PUT record: %+v", r)
+	}
+
+	// A failed open: 404.
+	if resp, _ := doReq(t, http.MethodGet, base+"/data/missing.bin", nil); resp.StatusCode != 404 {
+		t.Fatalf("GET missing: %d", resp.StatusCode)
+	}
+	r = waitRecord(t, rf, "the 404", func(r monitor.Record) bool { return r.Path == "/data/missing.bin" })
+	if r.Result != "error" || r.ErrorClass != "not_found" || r.Status != 404 || r.BytesRead != 0 {
+		t.Errorf("404 record: %+v", r)
+	}
+
+	// A multi-range GET is a vector read.
+	if resp, _ := doReq(t, http.MethodGet, base+"/data/f.bin", nil, "Range", "bytes=0-9,100-199,5000-5099"); resp.StatusCode != 206 {
+		t.Fatalf("multi-range GET: %d", resp.StatusCode)
+	}
+	r = waitRecord(t, rf, "the multi-range GET", func(r monitor.Record) bool { return r.Readvs == 1 })
+	if r.ReadvSegs != 3 || r.ReadvBytes != 210 || r.BytesRead != 210 || r.Reads != 0 {
+		t.Errorf("multi-range record: %+v", r)
+	}
+
+	// /metrics and /healthz are not file accesses; the counters are there.
+	_, m := doReq(t, http.MethodGet, base+"/metrics", nil)
+	if !bytes.Contains(m, []byte(`wanda_records_written_total{role="server",sink="file"}`)) ||
+		!bytes.Contains(m, []byte(`wanda_records_dropped_total{reason="queue_full",role="server"} 0`)) {
+		t.Errorf("/metrics lacks the records' counters")
+	}
+	for _, rec := range records(t, rf) {
+		if rec.Path == "/metrics" || rec.Path == "/healthz" {
+			t.Errorf("a record of %s", rec.Path)
+		}
+	}
+	b, _ := os.ReadFile(rf)
+	if bytes.Contains(b, []byte("sekrit")) {
+		t.Error("a query token reached the records")
+	}
+}
+
+func TestRecordsRoot(t *testing.T) {
+	cfg, dir := newConfig(t)
+	rf := filepath.Join(t.TempDir(), "records.jsonl")
+	cfg.Records.File = rf
+	data := bytes.Repeat([]byte("abcdefgh"), 1<<14) // 128 KiB
+	if err := os.WriteFile(filepath.Join(dir, "r.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := start(t, cfg)
+	xc := xrdclient.New(xrdclient.Options{})
+	u, _ := url.Parse("root://" + addr + "//data/r.bin")
+
+	// A read, then a vector read of three segments.
+	rc, _, err := xc.Read(t.Context(), u, 0, 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(rc); !bytes.Equal(b, data[:1000]) {
+		t.Fatal("root:// read differs")
+	}
+	rc.Close()
+	want := []client.Range{{Off: 0, Len: 10}, {Off: 4096, Len: 100}, {Off: 65536, Len: 1000}}
+	dst := [][]byte{make([]byte, 10), make([]byte, 100), make([]byte, 1000)}
+	if err := xc.ReadV(t.Context(), u, want, dst); err != nil {
+		t.Fatal(err)
+	}
+	xc.CloseIdle() // the handles close: their records are written
+	r := waitRecord(t, rf, "the vector read", func(r monitor.Record) bool { return r.Protocol == "root" && r.Readvs > 0 })
+	if r.Path != "/data/r.bin" || r.ReadvSegs != 3 || r.ReadvBytes != 1110 || r.Result != "ok" || r.Size != int64(len(data)) ||
+		r.User != "anonymous" || r.Op != "read" {
+		t.Errorf("readv record: %+v", r)
+	}
+	waitRecord(t, rf, "the read", func(r monitor.Record) bool {
+		return r.Protocol == "root" && r.Reads > 0 && r.ReadBytes >= 1000 && r.BytesRead == r.ReadBytes+r.ReadvBytes
+	})
+
+	// A failed open.
+	miss, _ := url.Parse("root://" + addr + "//data/nope.bin?authz=sekrit")
+	if _, _, err := xc.Read(t.Context(), miss, 0, 10, nil); err == nil {
+		t.Fatal("read of a missing file succeeded")
+	}
+	r = waitRecord(t, rf, "the failed open", func(r monitor.Record) bool { return r.Path == "/data/nope.bin" })
+	if r.Result != "error" || r.ErrorClass != "not_found" || r.Status != 3011 {
+		t.Errorf("failed open record: %+v", r)
+	}
+	// An upload over root:// counts its bytes written.
+	src := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(src, data[:5000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New()
+	xrdclient.Register(c)
+	if _, err := c.Copy(t.Context(), []string{src}, "root://"+addr+"//data/w.bin", client.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = waitRecord(t, rf, "the root:// upload", func(r monitor.Record) bool { return r.Path == "/data/w.bin" && r.Op == "write" })
+	if r.BytesWritten != 5000 || r.Result != "ok" || r.Writes == 0 {
+		t.Errorf("upload record: %+v", r)
+	}
+	if b, _ := os.ReadFile(rf); bytes.Contains(b, []byte("sekrit")) {
+		t.Error("a CGI token reached the records")
+	}
+}
+
+// serveRole runs a role's Serve on a loopback listener until the test ends.
+func serveRole(t *testing.T, serve func(context.Context, net.Listener) error) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("role did not stop")
+		}
+	})
+	base := "http://" + ln.Addr().String()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy", base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRecordsRedirectorAndCache(t *testing.T) {
+	cfg, dir := newConfig(t)
+	data := bytes.Repeat([]byte("c"), 300<<10)
+	if err := os.WriteFile(filepath.Join(dir, "c.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := start(t, cfg)
+	origin := "http://" + addr
+
+	// A redirector with the server as its static member.
+	rcfg := config.Default()
+	rrf := filepath.Join(t.TempDir(), "redirector.jsonl")
+	rcfg.Records.File = rrf
+	rcfg.Redirector.Members = []config.StaticMember{{URL: origin, Exports: []config.Export{{Prefix: "/data"}}}}
+	rd, err := app.NewRedirector(rcfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbase := serveRole(t, rd.Serve)
+	resp, _ := doReq(t, http.MethodGet, rbase+"/data/c.bin?authz=sekrit", nil)
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("redirector GET: %d", resp.StatusCode)
+	}
+	r := waitRecord(t, rrf, "the redirect", func(r monitor.Record) bool { return r.Path == "/data/c.bin" })
+	if r.Role != "redirector" || r.Result != "redirect" || r.Status != 307 || r.Redirect != origin+"/data/c.bin" || r.Server != rbase {
+		t.Errorf("redirector record: %+v", r)
+	}
+	if resp, _ := doReq(t, http.MethodGet, rbase+"/data/none.bin", nil); resp.StatusCode != 404 {
+		t.Fatalf("redirector GET of a missing file: %d", resp.StatusCode)
+	}
+	waitRecord(t, rrf, "the redirector's 404", func(r monitor.Record) bool { return r.Path == "/data/none.bin" && r.ErrorClass == "not_found" })
+	for _, rec := range records(t, rrf) {
+		if strings.HasPrefix(rec.Path, "/api/") {
+			t.Errorf("a record of the federation API: %+v", rec)
+		}
+	}
+	if b, _ := os.ReadFile(rrf); bytes.Contains(b, []byte("sekrit")) {
+		t.Error("a query token reached the redirector's records")
+	}
+
+	// A cache of the server: a miss, then a hit.
+	ccfg := config.Default()
+	crf := filepath.Join(t.TempDir(), "cache.jsonl")
+	ccfg.Records.File = crf
+	ccfg.Cache.Upstream = origin
+	ccfg.Cache.Dir = t.TempDir()
+	cc, err := app.NewCache(ccfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	cbase := serveRole(t, cc.Serve)
+	for range 2 {
+		if resp, b := doReq(t, http.MethodGet, cbase+"/data/c.bin", nil); resp.StatusCode != 200 || len(b) != len(data) {
+			t.Fatalf("cache GET: %d, %d bytes", resp.StatusCode, len(b))
+		}
+	}
+	waitRecord(t, crf, "the cache's two reads", func(r monitor.Record) bool { return len(records(t, crf)) >= 2 })
+	recs := records(t, crf)
+	miss, hit := recs[0], recs[1]
+	if miss.Role != "cache" || miss.CacheMissBytes != int64(len(data)) || miss.CacheHitBytes != 0 || miss.BytesRead != int64(len(data)) {
+		t.Errorf("cache miss record: %+v", miss)
+	}
+	if hit.CacheHitBytes != int64(len(data)) || hit.CacheMissBytes != 0 {
+		t.Errorf("cache hit record: %+v", hit)
+	}
+}

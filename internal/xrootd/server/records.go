@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/xrootd"
+)
+
+// A root:// access is a file handle's life, open to close: started at
+// kXR_open (a failed open is a record of its own), ended at kXR_close or
+// when the session ends with the file open. Reads, vector reads and
+// writes are counted on the handle's Access (atomic: a session's
+// connections share it).
+
+// startOpen starts the record of a kXR_open and returns ctx carrying it
+// (for the identity the policy verifies, and for add to hand the file).
+func (ss *session) startOpen(ctx context.Context, r *request, op string) (context.Context, *monitor.Access) {
+	sink := ss.srv.opts.Records
+	if sink == nil {
+		return ctx, nil
+	}
+	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: string(trimNUL(r.data)), Client: ss.main.peer})
+	return monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc), acc
+}
+
+// protocolName is root, or roots once the session's main connection is
+// on TLS.
+func (ss *session) protocolName() string {
+	if ss.main.tls {
+		return "roots"
+	}
+	return "root"
+}
+
+// openOp names an open's kind for its record.
+func openOp(r *request) string {
+	o := xrootd.DecodeOpen(r.hdr.Body)
+	if o.Options&(xrootd.OpenNew|xrootd.OpenDelete|xrootd.OpenUpdate|xrootd.OpenWriteOnly|xrootd.OpenAppend) != 0 {
+		return "write"
+	}
+	return "read"
+}
+
+// openRecorded is open with its record: a failed open ends it at once,
+// a successful one hands it to the file (add).
+func (ss *session) openRecorded(ctx context.Context, r *request) error {
+	ctx, acc := ss.startOpen(ctx, r, openOp(r))
+	err := ss.open(ctx, r)
+	if err != nil && acc != nil {
+		failRecord(acc, err)
+		acc.End()
+	}
+	return err
+}
+
+// redirectRecorded is redirect with a record of each kXR_open a
+// redirector answers (where it sent the client, or why not).
+func (ss *session) redirectRecorded(ctx context.Context, r *request) (bool, error) {
+	if r.hdr.RequestID != xrootd.ReqOpen || ss.srv.opts.Records == nil {
+		return ss.redirect(ctx, r)
+	}
+	ctx, acc := ss.startOpen(ctx, r, openOp(r))
+	handled, err := ss.redirect(ctx, r)
+	switch {
+	case !handled:
+		acc.Succeed(monitor.ResultOK, 0)
+	case err != nil:
+		failRecord(acc, err)
+	default:
+		acc.Succeed(monitor.ResultRedirect, 0)
+	}
+	acc.End()
+	return handled, err
+}
+
+// failRecord sets acc's result from a request's error.
+func failRecord(acc *monitor.Access, err error) {
+	code, _ := codeOf(err)
+	if errors.Is(err, errSent) {
+		// Answered (a kXR_wait, a redirect): not a failure of the file.
+		return
+	}
+	acc.Fail(xrdClass(code), int(code))
+}
+
+// xrdClass is the record's error class of a kXR error code.
+func xrdClass(c xrootd.ErrorCode) string {
+	switch c {
+	case xrootd.CodeNotFound, xrootd.CodeNoReplicas, xrootd.CodeAttrNotFound:
+		return monitor.ClassNotFound
+	case xrootd.CodeNotAuthorized, xrootd.CodeFSReadOnly:
+		return monitor.ClassForbidden
+	case xrootd.CodeAuthFailed, xrootd.CodeTLSRequired, xrootd.CodeSigVerErr:
+		return monitor.ClassAuth
+	case xrootd.CodeItExists, xrootd.CodeFileLocked, xrootd.CodeConflict, xrootd.CodeInProgress:
+		return monitor.ClassConflict
+	case xrootd.CodeNoSpace, xrootd.CodeOverQuota:
+		return monitor.ClassNoSpace
+	case xrootd.CodeOverloaded, xrootd.CodeNoServer, xrootd.CodeNoMemory:
+		return monitor.ClassUnavailable
+	case xrootd.CodeReqTimedOut, xrootd.CodeTimerExpired:
+		return monitor.ClassTimeout
+	case xrootd.CodeCancelled:
+		return monitor.ClassAbort
+	case xrootd.CodeIOError, xrootd.CodeFSError, xrootd.CodeChkSumErr:
+		return monitor.ClassIO
+	case xrootd.CodeServerError, xrootd.CodeImpossible:
+		return monitor.ClassServer
+	}
+	return monitor.ClassClient
+}
+
+// endFileRecord ends the record of an open file at its close: err is the
+// close's (an upload's commit), abort a close at the session's end.
+func (f *openFile) endRecord(err error, abort bool) {
+	acc := f.acc
+	if acc == nil {
+		return
+	}
+	if f.tpc != nil {
+		acc.Write(f.tpc.bytes.Load())
+	}
+	switch {
+	case err != nil:
+		failRecord(acc, err)
+	case abort && (f.w != nil || f.tpc != nil):
+		// A write never closed is discarded.
+		acc.Fail(monitor.ClassClosed, 0)
+	case !acc.Failed():
+		acc.Succeed(monitor.ResultOK, 0)
+	}
+	acc.End()
+}
