@@ -20,9 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanda-fed/wanda/internal/app"
+	"github.com/wanda-fed/wanda/internal/authtest"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -317,5 +319,43 @@ func TestRecordsRedirectorAndCache(t *testing.T) {
 	}
 	if hit.CacheHitBytes != int64(len(data)) || hit.CacheMissBytes != 0 {
 		t.Errorf("cache hit record: %+v", hit)
+	}
+}
+
+// The user of a record is the verified token's subject, never the token;
+// a request without one is anonymous.
+func TestRecordsTokenSubject(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	rf := filepath.Join(t.TempDir(), "records.jsonl")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.StartWith(t, testserver.Options{Configure: func(c *config.Config) {
+		authtest.Protect(is, "/store", true)(c)
+		c.Records.File = rf
+	}}, config.Export{Prefix: "/store", Path: dir})
+	tok := is.Token(t, "storage.read:/ storage.create:/", map[string]any{"sub": "carol"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, _ := doReq(t, http.MethodGet, srv.URL+"/store/f.txt", nil, "Authorization", "Bearer "+tok)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("issuer keys never fetched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp, _ := doReq(t, http.MethodPut, srv.URL+"/store/new.txt?authz=Bearer%20"+tok, strings.NewReader("x")); resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT with a query token: %d", resp.StatusCode)
+	}
+	doReq(t, http.MethodGet, srv.URL+"/store/f.txt", nil)
+	waitRecord(t, rf, "carol's read", func(r monitor.Record) bool { return r.Op == "GET" && r.User == "carol" && r.Result == "ok" })
+	waitRecord(t, rf, "carol's upload", func(r monitor.Record) bool { return r.Op == "PUT" && r.User == "carol" && r.Path == "/store/new.txt" })
+	waitRecord(t, rf, "the anonymous read", func(r monitor.Record) bool { return r.Op == "GET" && r.User == "anonymous" })
+	b, _ := os.ReadFile(rf)
+	if bytes.Contains(b, []byte(tok)) || bytes.Contains(b, []byte(tok[len(tok)-20:])) {
+		t.Error("the token reached the records")
 	}
 }
