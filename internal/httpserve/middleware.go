@@ -111,14 +111,13 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 		// "100 Continue" was sent and how much body is left. Replacing it
 		// there made a refused "Expect: 100-continue" upload wait for a
 		// body the client never sends.
-		r2 := new(http.Request)
-		*r2 = *r
-		r2.Body = body
-		r = r2
+		ctx := r.Context()
 		acc := startRecord(rs, r)
 		if acc != nil {
-			r = r.WithContext(monitor.NewContext(auth.WithIdentitySink(r.Context(), acc), acc))
+			ctx = monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc)
 		}
+		r = r.WithContext(ctx) // a shallow copy
+		r.Body = body
 		if m != nil {
 			m.InFlight.Inc()
 		}
