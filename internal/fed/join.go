@@ -66,11 +66,14 @@ type ParentStatus struct {
 // idempotent, so a restarted redirector learns the member again from the
 // next one, without any action on either side.
 type Joiner struct {
-	opts    JoinOptions
-	log     *slog.Logger
-	client  *http.Client
-	ownTr   *http.Transport // closed at Stop when the client is ours
-	parents []*parent
+	opts   JoinOptions
+	log    *slog.Logger
+	client *http.Client
+	// watchClient holds the persistent connections (watch.go): the
+	// client's transport, no overall timeout.
+	watchClient *http.Client
+	ownTr       *http.Transport // closed at Stop when the client is ours
+	parents     []*parent
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -87,6 +90,10 @@ type parent struct {
 	failing  bool   // the last attempt failed (its failure was logged)
 	lastID   string // member ID of the last heartbeat, for DELETE
 	interval time.Duration
+	// watching: the persistent connection is open; watchAfter: not
+	// before then (the redirector refused one).
+	watching   bool
+	watchAfter time.Time
 }
 
 // StartJoiner starts one heartbeat loop per parent; each sends its first
@@ -103,6 +110,7 @@ func StartJoiner(opts JoinOptions) *Joiner {
 		j.ownTr = http.DefaultTransport.(*http.Transport).Clone()
 		j.client = &http.Client{Transport: j.ownTr, Timeout: 5 * time.Second}
 	}
+	j.watchClient = &http.Client{Transport: j.client.Transport}
 	ctx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
 	for _, u := range opts.Parents {
@@ -244,6 +252,7 @@ func (j *Joiner) beat(ctx context.Context, p *parent) bool {
 		log.Info("redirector changed drain state", "drained", reply.Drained)
 	}
 	p.failing, p.everOK = false, true
+	j.startWatch(ctx, p, m.ID, m.Instance)
 	p.st.Joined, p.st.LastOK, p.st.LastError = true, time.Now(), ""
 	p.st.Drained, p.st.Redirector = reply.Drained, reply.Redirector
 	if reply.IntervalMS > 0 {
