@@ -359,3 +359,43 @@ func TestRecordsTokenSubject(t *testing.T) {
 		t.Error("the token reached the records")
 	}
 }
+
+// A long upload reports progress records with its bytes so far, then its
+// record at the end (the same id).
+func TestRecordsProgress(t *testing.T) {
+	cfg, _ := newConfig(t)
+	rf := filepath.Join(t.TempDir(), "records.jsonl")
+	cfg.Records.File = rf
+	cfg.Records.ProgressInterval = time.Second
+	addr, _, _ := start(t, cfg)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/data/slow.bin", pr)
+	req.ContentLength = 2000
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := pw.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	p := waitRecord(t, rf, "a progress record", func(r monitor.Record) bool {
+		return r.Type == "progress" && r.BytesWritten == 1000 && r.Result == "active" && r.Path == "/data/slow.bin"
+	})
+	if _, err := pw.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if st := <-done; st/100 != 2 {
+		t.Fatalf("PUT: %d", st)
+	}
+	end := waitRecord(t, rf, "the upload's record", func(r monitor.Record) bool { return r.Type == "access" && r.Path == "/data/slow.bin" })
+	if end.ID != p.ID || end.BytesWritten != 2000 || end.Result != "ok" {
+		t.Errorf("end record %+v after progress %+v", end, p)
+	}
+}

@@ -22,7 +22,7 @@ type recorder struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
-	n           int64
+	n           atomic.Int64 // body bytes sent (read by progress records)
 	err         error
 }
 
@@ -38,7 +38,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	n, err := r.ResponseWriter.Write(p)
-	r.n += int64(n)
+	r.n.Add(int64(n))
 	return n, err
 }
 
@@ -54,7 +54,7 @@ func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
 		// HTTP/2 and httptest.ResponseRecorder have no ReadFrom.
 		n, err = io.Copy(r.ResponseWriter, src)
 	}
-	r.n += n
+	r.n.Add(n)
 	return n, err
 }
 
@@ -115,6 +115,8 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 		acc := startRecord(rs, r)
 		if acc != nil {
 			ctx = monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc)
+			// Progress records of a long request: its bytes so far.
+			acc.Live(func() (int64, int64) { return rec.n.Load(), body.n.Load() })
 		}
 		r = r.WithContext(ctx) // a shallow copy
 		r.Body = body
@@ -137,7 +139,7 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 				method := metricMethod(r.Method)
 				m.Requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
 				m.Duration.WithLabelValues(method).Observe(d.Seconds())
-				m.BytesOut.Add(float64(rec.n))
+				m.BytesOut.Add(float64(rec.n.Load()))
 				m.BytesIn.Add(float64(body.n.Load()))
 			}
 			level := slog.LevelInfo
@@ -146,7 +148,7 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 			}
 			attrs := []slog.Attr{
 				slog.String("id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", status), slog.Int64("out", rec.n), slog.Int64("in", body.n.Load()),
+				slog.Int("status", status), slog.Int64("out", rec.n.Load()), slog.Int64("in", body.n.Load()),
 				slog.Duration("dur", d), slog.String("peer", r.RemoteAddr),
 			}
 			if ua := r.UserAgent(); ua != "" {
@@ -156,7 +158,7 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 				attrs = append(attrs, slog.String("err", rec.err.Error()))
 			}
 			log.LogAttrs(r.Context(), level, "request", attrs...)
-			endRecord(acc, r, w.Header(), status, rec.n, body.n.Load())
+			endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
 			if p != nil {
 				panic(p)
 			}

@@ -159,8 +159,9 @@ func (a *Access) SetTransfer(src, dst, mode string) {
 	a.mu.Unlock()
 }
 
-// Live gives progress records bytes the counters do not hold (a
-// transfer's, counted by its copy).
+// Live gives progress records bytes the counters do not hold yet (a
+// transfer's, counted by its copy; an HTTP answer's, counted at its end).
+// The final record has the counters alone.
 func (a *Access) Live(f func() (read, written int64)) {
 	if a == nil {
 		return
@@ -215,8 +216,9 @@ func (a *Access) End() {
 	a.r.end(a)
 }
 
-// snapshot is the record as of now.
-func (a *Access) snapshot(now time.Time) Record {
+// snapshot is the record as of now; progress takes the Live bytes when
+// they are more.
+func (a *Access) snapshot(now time.Time, progress bool) Record {
 	a.mu.Lock()
 	rec := a.rec
 	live := a.live
@@ -227,7 +229,7 @@ func (a *Access) snapshot(now time.Time) Record {
 	rec.Readvs, rec.ReadvSegs, rec.ReadvBytes = a.readvs.Load(), a.readvSegs.Load(), a.readvByte.Load()
 	rec.Writes, rec.WriteBytes = a.writes.Load(), a.writeBytes.Load()
 	rec.BytesRead, rec.BytesWritten = rec.ReadBytes+rec.ReadvBytes, rec.WriteBytes
-	if live != nil {
+	if live != nil && progress {
 		r, w := live()
 		rec.BytesRead, rec.BytesWritten = max(rec.BytesRead, r), max(rec.BytesWritten, w)
 	}

@@ -134,7 +134,7 @@ func (r *Recorder) end(a *Access) {
 		delete(r.active, a)
 		r.mu.Unlock()
 	}
-	r.enqueue(a.snapshot(r.now()))
+	r.enqueue(a.snapshot(r.now(), false))
 }
 
 // enqueue hands rec to the writer, or drops and counts it: the caller
@@ -235,7 +235,7 @@ func (r *Recorder) progress() {
 	r.mu.Unlock()
 	for _, a := range due {
 		a.lastProgress.Store(now.UnixNano())
-		rec := a.snapshot(now)
+		rec := a.snapshot(now, true)
 		rec.Type, rec.Result, rec.ErrorClass, rec.Status = TypeProgress, ResultActive, "", 0
 		r.write(rec)
 	}
