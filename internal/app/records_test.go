@@ -399,3 +399,65 @@ func TestRecordsProgress(t *testing.T) {
 		t.Errorf("end record %+v after progress %+v", end, p)
 	}
 }
+
+// A third-party copy (HTTP COPY, pulled) is a record with its bytes, its
+// ends and its mode; a failed one names the class.
+func TestRecordsCopy(t *testing.T) {
+	srcCfg, srcDir := newConfig(t)
+	data := bytes.Repeat([]byte("copy"), 50000)
+	if err := os.WriteFile(filepath.Join(srcDir, "c.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, _, _ := start(t, srcCfg)
+	cfg, _ := newConfig(t)
+	rf := filepath.Join(t.TempDir(), "records.jsonl")
+	cfg.Records.File = rf
+	cfg.Server.TPC.Allow = []string{"127.0.0.0/8"}
+	dst, _, _ := start(t, cfg)
+	resp, body := doReq(t, "COPY", "http://"+dst+"/data/copied.bin", nil, "Source", "http://"+src+"/data/c.bin")
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "success") {
+		t.Fatalf("COPY: %d %s", resp.StatusCode, body)
+	}
+	r := waitRecord(t, rf, "the copy", func(r monitor.Record) bool { return r.Op == "COPY" && r.Path == "/data/copied.bin" })
+	if r.BytesWritten != int64(len(data)) || r.Mode != "pull" || r.Source != "http://"+src+"/data/c.bin" || r.Result != "ok" {
+		t.Errorf("copy record: %+v", r)
+	}
+	resp, body = doReq(t, "COPY", "http://"+dst+"/data/none.bin", nil, "Source", "http://"+src+"/data/none.bin")
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "failure") {
+		t.Fatalf("COPY of a missing file: %d %s", resp.StatusCode, body)
+	}
+	r = waitRecord(t, rf, "the failed copy", func(r monitor.Record) bool { return r.Op == "COPY" && r.Path == "/data/none.bin" })
+	if r.Result != "error" || r.ErrorClass != "remote_404" {
+		t.Errorf("failed copy record: %+v", r)
+	}
+}
+
+// The redirector's root:// front-end records where it sent an open.
+func TestRecordsRedirectorRoot(t *testing.T) {
+	cfg, dir := newConfig(t)
+	if err := os.WriteFile(filepath.Join(dir, "x.bin"), []byte("root via redirector"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := start(t, cfg)
+	rcfg := config.Default()
+	rrf := filepath.Join(t.TempDir(), "redirector.jsonl")
+	rcfg.Records.File = rrf
+	rcfg.Redirector.Members = []config.StaticMember{{URL: "http://" + addr, Exports: []config.Export{{Prefix: "/data"}}}}
+	rd, err := app.NewRedirector(rcfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbase := serveRole(t, rd.Serve)
+	xc := xrdclient.New(xrdclient.Options{})
+	defer xc.CloseIdle()
+	u, _ := url.Parse("root://" + strings.TrimPrefix(rbase, "http://") + "//data/x.bin")
+	// The transport hands the redirect to its caller (client.Client follows).
+	var re *client.RedirectError
+	if _, _, err := xc.Read(t.Context(), u, 0, 100, nil); !errors.As(err, &re) || !strings.Contains(re.Error(), addr) {
+		t.Fatalf("read through the redirector: %v, want a redirect to %s", err, addr)
+	}
+	r := waitRecord(t, rrf, "the root:// redirect", func(r monitor.Record) bool { return r.Protocol == "root" && r.Path == "/data/x.bin" })
+	if r.Result != "redirect" || r.Role != "redirector" || r.Op != "read" {
+		t.Errorf("redirector root:// record: %+v", r)
+	}
+}

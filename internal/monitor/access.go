@@ -21,6 +21,8 @@ type Begin struct {
 	Op       string // GET, PUT, open, ...
 	Path     string // logical; a query is dropped
 	Client   string // the client's address
+	// Start is when the access began (zero: now).
+	Start time.Time
 }
 
 // Start is s.Start(b), or nil when s is nil.

@@ -107,7 +107,10 @@ func (r *Recorder) SetServer(u string) { r.server.Store(&u) }
 
 // Start implements Sink.
 func (r *Recorder) Start(b Begin) *Access {
-	a := &Access{r: r, id: r.ids.Add(1), start: r.now()}
+	a := &Access{r: r, id: r.ids.Add(1), start: b.Start}
+	if a.start.IsZero() {
+		a.start = r.now()
+	}
 	typ := b.Type
 	if typ == "" {
 		typ = TypeAccess

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/monitor"
@@ -17,12 +18,12 @@ import (
 
 // startOpen starts the record of a kXR_open and returns ctx carrying it
 // (for the identity the policy verifies, and for add to hand the file).
-func (ss *session) startOpen(ctx context.Context, r *request, op string) (context.Context, *monitor.Access) {
+func (ss *session) startOpen(ctx context.Context, r *request, op string, start time.Time) (context.Context, *monitor.Access) {
 	sink := ss.srv.opts.Records
 	if sink == nil {
 		return ctx, nil
 	}
-	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: string(trimNUL(r.data)), Client: ss.main.peer})
+	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: string(trimNUL(r.data)), Client: ss.main.peer, Start: start})
 	return monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc), acc
 }
 
@@ -47,7 +48,7 @@ func openOp(r *request) string {
 // openRecorded is open with its record: a failed open ends it at once,
 // a successful one hands it to the file (add).
 func (ss *session) openRecorded(ctx context.Context, r *request) error {
-	ctx, acc := ss.startOpen(ctx, r, openOp(r))
+	ctx, acc := ss.startOpen(ctx, r, openOp(r), time.Time{})
 	err := ss.open(ctx, r)
 	if err != nil && acc != nil {
 		failRecord(acc, err)
@@ -57,13 +58,21 @@ func (ss *session) openRecorded(ctx context.Context, r *request) error {
 }
 
 // redirectRecorded is redirect with a record of each kXR_open a
-// redirector answers (where it sent the client, or why not).
+// redirector answers (where it sent the client, or why not). A request
+// tried without waiting that must wait (errNotNow) is tried again on a
+// worker: only that answer is recorded.
 func (ss *session) redirectRecorded(ctx context.Context, r *request) (bool, error) {
 	if r.hdr.RequestID != xrootd.ReqOpen || ss.srv.opts.Records == nil {
 		return ss.redirect(ctx, r)
 	}
-	ctx, acc := ss.startOpen(ctx, r, openOp(r))
-	handled, err := ss.redirect(ctx, r)
+	var who userNote
+	start := time.Now()
+	handled, err := ss.redirect(auth.WithIdentitySink(ctx, &who), r)
+	if errors.Is(err, errNotNow) {
+		return handled, err
+	}
+	_, acc := ss.startOpen(ctx, r, openOp(r), start)
+	acc.SetUser(who.user)
 	switch {
 	case !handled:
 		acc.Succeed(monitor.ResultOK, 0)
@@ -75,6 +84,11 @@ func (ss *session) redirectRecorded(ctx context.Context, r *request) (bool, erro
 	acc.End()
 	return handled, err
 }
+
+// userNote keeps the identity the policy verified (auth.IdentitySink).
+type userNote struct{ user string }
+
+func (u *userNote) SetUser(s string) { u.user = s }
 
 // failRecord sets acc's result from a request's error.
 func failRecord(acc *monitor.Access, err error) {
