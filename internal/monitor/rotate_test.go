@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -179,4 +180,44 @@ func TestCollectorURLChecked(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Error("a recorder with no file and no collector was taken")
 	}
+}
+
+// A burst of 100,000 accesses with the collector down: the data path
+// never waits, memory stays bounded by the queues, every record is
+// written or counted as dropped.
+func TestBurstCollectorDownBounded(t *testing.T) {
+	ln := httptest.NewServer(http.NotFoundHandler())
+	dead := ln.URL
+	ln.Close() // nothing listens: every POST fails
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	r, m := newTestRecorder(t, Options{File: FileOptions{Path: path, MaxSize: 8 << 20, MaxFiles: 2},
+		Collector: CollectorOptions{URL: dead, Batch: 100, Interval: 10 * time.Millisecond}})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 100000
+	start := time.Now()
+	for range n {
+		a := r.Start(Begin{Protocol: "root", Op: "open", Path: "/store/burst/file.root", Client: "192.0.2.1:1234"})
+		a.Read(4096)
+		a.End()
+	}
+	took := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 64<<20 {
+		t.Errorf("heap grew %d MiB during the burst", grown>>20)
+	}
+	if took > 10*time.Second {
+		t.Errorf("%d accesses took %v", n, took)
+	}
+	_ = r.Close()
+	file := testutil.ToFloat64(m.Written.WithLabelValues("file")) + testutil.ToFloat64(m.Dropped.WithLabelValues("queue_full"))
+	coll := testutil.ToFloat64(m.Written.WithLabelValues("collector")) + testutil.ToFloat64(m.Dropped.WithLabelValues("collector_queue_full")) +
+		testutil.ToFloat64(m.Dropped.WithLabelValues("collector_error"))
+	written := testutil.ToFloat64(m.Written.WithLabelValues("file"))
+	if file != n || coll != written {
+		t.Errorf("file: %v written or dropped of %d; collector: %v sent or dropped of the %v written", file, n, coll, written)
+	}
+	t.Logf("%d accesses in %v; %v written, %v dropped at the queue", n, took, written, testutil.ToFloat64(m.Dropped.WithLabelValues("queue_full")))
 }
