@@ -435,6 +435,8 @@ func TestRecordsCopy(t *testing.T) {
 // The redirector's root:// front-end records where it sent an open.
 func TestRecordsRedirectorRoot(t *testing.T) {
 	cfg, dir := newConfig(t)
+	rf := filepath.Join(t.TempDir(), "server.jsonl")
+	cfg.Records.File = rf
 	if err := os.WriteFile(filepath.Join(dir, "x.bin"), []byte("root via redirector"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +459,26 @@ func TestRecordsRedirectorRoot(t *testing.T) {
 		t.Fatalf("read through the redirector: %v, want a redirect to %s", err, addr)
 	}
 	r := waitRecord(t, rrf, "the root:// redirect", func(r monitor.Record) bool { return r.Protocol == "root" && r.Path == "/data/x.bin" })
-	if r.Result != "redirect" || r.Role != "redirector" || r.Op != "read" {
+	if r.Result != "redirect" || r.Role != "redirector" || r.Op != "read" || r.Redirect != addr {
 		t.Errorf("redirector root:// record: %+v", r)
+	}
+	// Followed, the redirect carries the redirector's ID to the server:
+	// the server's record names the chain.
+	if !strings.Contains(re.Location.RawQuery, "wanda.rdr=") {
+		t.Fatalf("the redirect carries no chain: %s", re.Location)
+	}
+	rc, _, err := xc.Read(t.Context(), re.Location, 0, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	xc.CloseIdle()
+	if string(b) != "root via redirector" {
+		t.Fatalf("read %q", b)
+	}
+	s := waitRecord(t, rf, "the server's root:// read", func(r monitor.Record) bool { return r.Protocol == "root" && r.Path == "/data/x.bin" })
+	if len(s.Chain) != 1 || s.Chain[0] != rd.Core().ID() || s.BytesRead != int64(len(b)) {
+		t.Errorf("server record %+v: want the chain [%s]", s, rd.Core().ID())
 	}
 }

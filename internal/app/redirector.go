@@ -143,6 +143,9 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
 				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
 			},
+			// Servers' access records name the redirectors that sent
+			// the client (docs/operations.md).
+			RedirectorID: rd.ID(),
 		})
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
 	}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
@@ -23,8 +25,35 @@ func (ss *session) startOpen(ctx context.Context, r *request, op string, start t
 	if sink == nil {
 		return ctx, nil
 	}
-	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: string(trimNUL(r.data)), Client: ss.main.peer, Start: start})
+	raw := string(trimNUL(r.data))
+	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: raw, Client: ss.main.peer, Start: start})
+	if _, cgi, ok := strings.Cut(raw, "?"); ok {
+		acc.SetChain(chainOf(cgi))
+	}
 	return monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc), acc
+}
+
+// ChainKey is the opaque key naming the redirectors that sent a client
+// (Options.RedirectorID).
+const ChainKey = "wanda.rdr"
+
+// chainOf is the redirector chain an open's opaque reports, as the client
+// sent it (bounded: 16 IDs of at most 256 bytes).
+func chainOf(cgi string) []string {
+	v, err := url.QueryUnescape(cgiValue(cgi, ChainKey))
+	if err != nil || v == "" {
+		return nil
+	}
+	ids := strings.Split(v, ",")
+	if len(ids) > 16 {
+		ids = ids[len(ids)-16:]
+	}
+	for i, id := range ids {
+		if len(id) > 256 {
+			ids[i] = id[:256]
+		}
+	}
+	return ids
 }
 
 // protocolName is root, or roots once the session's main connection is
@@ -65,14 +94,15 @@ func (ss *session) redirectRecorded(ctx context.Context, r *request) (bool, erro
 	if r.hdr.RequestID != xrootd.ReqOpen || ss.srv.opts.Records == nil {
 		return ss.redirect(ctx, r)
 	}
-	var who userNote
+	var note redirectNote
 	start := time.Now()
-	handled, err := ss.redirect(auth.WithIdentitySink(ctx, &who), r)
+	handled, err := ss.redirect(context.WithValue(auth.WithIdentitySink(ctx, &note), noteKey{}, &note), r)
 	if errors.Is(err, errNotNow) {
 		return handled, err
 	}
 	_, acc := ss.startOpen(ctx, r, openOp(r), start)
-	acc.SetUser(who.user)
+	acc.SetUser(note.user)
+	acc.SetRedirect(note.to)
 	switch {
 	case !handled:
 		acc.Succeed(monitor.ResultOK, 0)
@@ -85,10 +115,13 @@ func (ss *session) redirectRecorded(ctx context.Context, r *request) (bool, erro
 	return handled, err
 }
 
-// userNote keeps the identity the policy verified (auth.IdentitySink).
-type userNote struct{ user string }
+// redirectNote keeps, for the record of a redirect, the identity the
+// policy verified (auth.IdentitySink) and where the client was sent.
+type redirectNote struct{ user, to string }
 
-func (u *userNote) SetUser(s string) { u.user = s }
+func (n *redirectNote) SetUser(s string) { n.user = s }
+
+type noteKey struct{}
 
 // failRecord sets acc's result from a request's error.
 func failRecord(acc *monitor.Access, err error) {

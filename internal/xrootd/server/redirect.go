@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -113,6 +114,12 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 		return true, err
 	}
 	ss.srv.log.Debug("redirect", "request", r.String(), "path", t.Path(), "to", hosts[0])
+	if id := ss.srv.opts.RedirectorID; id != "" {
+		host += "?" + ChainKey + "=" + url.QueryEscape(strings.Join(append(chainOf(t.cgi), id), ","))
+	}
+	if n, ok := ctx.Value(noteKey{}).(*redirectNote); ok {
+		n.to = hosts[0]
+	}
 	return true, r.out.send(r.hdr.StreamID, xrootd.StatusRedirect, xrootd.RedirectResponse{Port: int32(port), Host: host}.Append(nil))
 }
 
