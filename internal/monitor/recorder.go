@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -60,7 +59,14 @@ type Recorder struct {
 	now func() time.Time
 	// lastErr rate-limits the log of file errors.
 	lastErr time.Time
+	// line is the writer's encoding buffer.
+	line []byte
 }
+
+// flushEvery bounds how long a written record waits in the file's buffer
+// when records keep coming (an idle writer flushes at once): one write(2)
+// per millisecond at most, not one per record.
+const flushEvery = time.Millisecond
 
 // New opens the records file (if any) and starts the writer.
 func New(o Options) (*Recorder, error) {
@@ -187,13 +193,29 @@ func (r *Recorder) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	flushT := time.NewTimer(time.Hour)
+	flushT.Stop()
+	defer flushT.Stop()
+	var lastFlush time.Time
+	pending := false
 	for {
 		select {
 		case rec := <-r.queue:
 			r.write(rec)
-			if len(r.queue) == 0 {
-				r.flush()
+			if len(r.queue) > 0 || pending {
+				continue
 			}
+			if since := time.Since(lastFlush); since < flushEvery {
+				flushT.Reset(flushEvery - since)
+				pending = true
+				continue
+			}
+			r.flush()
+			lastFlush = time.Now()
+		case <-flushT.C:
+			pending = false
+			r.flush()
+			lastFlush = time.Now()
 		case <-tick:
 			r.progress()
 		case <-r.stop:
@@ -249,12 +271,8 @@ func (r *Recorder) progress() {
 
 // write encodes rec and hands the line to the file and the collector.
 func (r *Recorder) write(rec Record) {
-	line, err := json.Marshal(rec)
-	if err != nil {
-		r.dropped("encode_error", 1)
-		return
-	}
-	line = append(line, '\n')
+	r.line = append(appendJSON(r.line[:0], &rec), '\n')
+	line := r.line
 	if r.file != nil {
 		if err := r.file.write(line, r.now()); err != nil {
 			r.dropped("file_error", 1)
@@ -264,7 +282,7 @@ func (r *Recorder) write(rec Record) {
 		}
 	}
 	if r.coll != nil {
-		r.coll.offer(line)
+		r.coll.offer(append([]byte(nil), line...)) // the collector's own copy
 	}
 }
 
