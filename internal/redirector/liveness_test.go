@@ -167,3 +167,25 @@ func TestJoinerWatchCrashAndReturn(t *testing.T) {
 	cr.down.Store(false)
 	eventually(t, "back and watching", func() bool { return tr.hasMember(a.srv.URL) && tr.watchers() == 1 })
 }
+
+// A silent host keeps its connection open (nothing closes it): it is
+// still dropped after the heartbeat miss limit.
+func TestSilentMemberWithWatchStillSwept(t *testing.T) {
+	t.Parallel()
+	tr := startRedirector(t, Options{Heartbeat: 100 * time.Millisecond, MissLimit: 2})
+	a := newFakeMember(t)
+	tr.Heartbeat(a.member())
+	st, closeA := openWatch(t, tr, a.member())
+	defer closeA()
+	if st != http.StatusOK {
+		t.Fatalf("watch: %d", st)
+	}
+	start := time.Now()
+	eventually(t, "the silent member swept", func() bool { return !tr.hasMember(a.srv.URL) })
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("dropped after %v: before the miss limit", d)
+	}
+	if tr.watchers() != 1 {
+		t.Errorf("%d watches counted, want its one still open", tr.watchers())
+	}
+}
