@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,8 @@ func init() {
 			{Name: "large", Help: "number of large files", Default: "20", Quick: "4"},
 			{Name: "large_size", Help: "size of a large file", Default: "1GiB", Quick: "32MiB"},
 			{Name: "down", Help: "how long the source is down during the large phase (0: never)", Default: "30s", Quick: "2s"},
-			{Name: "link_max", Help: "the optimizer's most active transfers per link", Default: "100"},
+			{Name: "link_max", Help: "the optimizer's most active transfers per link", Default: "200"},
+			{Name: "small_dest", Help: "where the destination writes the small files: tmpfs (/dev/shm; the disk's own small-file rate is measured beside) or disk", Default: "tmpfs"},
 		},
 		Run: runTransfers,
 	})
@@ -60,7 +62,24 @@ type transfersEnv struct {
 	relayURL  string
 	rl        *wan.Relay
 	dst, svc  string
+	dstP      *childProc
+	svcP      *childProc
 	cfg       wan.Config
+}
+
+// cpu is the CPU time so far of the source, the destination, the
+// service and this process (the relay, mostly), in that order.
+func (e *transfersEnv) cpu() [4]time.Duration {
+	var out [4]time.Duration
+	for i, p := range []*childProc{e.src, e.dstP, e.svcP} {
+		if u, err := p.usage(); err == nil {
+			out[i] = u.CPU
+		}
+	}
+	if u, err := readProcUsage(os.Getpid()); err == nil {
+		out[3] = u.CPU
+	}
+	return out
 }
 
 func runTransfers(ctx context.Context, r *Run) error {
@@ -89,19 +108,23 @@ func runTransfers(ctx context.Context, r *Run) error {
 		return err
 	}
 	e.relayURL = "http://" + raddr
-	dst, err := r.startChild(ctx, "wanda-destination", "serving", "server", "--export", "/out="+e.out,
+	fast, err := e.smallDir(r.Str("small_dest"))
+	if err != nil {
+		return err
+	}
+	dst, err := r.startChild(ctx, "wanda-destination", "serving", "server", "--export", "/out="+e.out, "--export", "/fast="+fast,
 		"--listen", "127.0.0.1:0", "--log-format", "json", "--tpc-allow", "127.0.0.0/8")
 	if err != nil {
 		return err
 	}
-	e.dst = dst.URL
+	e.dst, e.dstP = dst.URL, dst
 	svc, err := r.startChild(ctx, "wanda-transfer", "serving", "transfer", "serve", "--listen", "127.0.0.1:0",
 		"--db", "sqlite:"+filepath.Join(r.Dir(), "transfer.db"), "--log-format", "json", "--max-active", "256",
 		"--link-max", strconv.Itoa(r.Int("link_max")), "--optimizer-interval", "2s", "--allow", "127.0.0.0/8")
 	if err != nil {
 		return err
 	}
-	e.svc = svc.URL
+	e.svc, e.svcP = svc.URL, svc
 	r.Note("sites: a wanda server behind the relay (source) and one on loopback (destination, `--tpc-allow 127.0.0.0/8`); the service: `wanda transfer serve --db sqlite:... --max-active 256 --link-max %d --optimizer-interval 2s`", r.Int("link_max"))
 
 	var jobs []transfer.SubmitRequest
@@ -117,6 +140,9 @@ func runTransfers(ctx context.Context, r *Run) error {
 	if err := e.phase(ctx, "small files", jobs, int64(small)*smallSize, 0); err != nil {
 		return err
 	}
+	if err := e.diskCeiling(min(small, 2000), smallSize); err != nil {
+		return err
+	}
 	var big transfer.SubmitRequest
 	for k := range large {
 		big.Files = append(big.Files, e.file("large", k))
@@ -126,6 +152,7 @@ func runTransfers(ctx context.Context, r *Run) error {
 		return err
 	}
 	r.Summary(transfersSummary(r.Rows()))
+	r.SeedTable(transfersSeed(e.cfg.RTT, small, smallSize, netLinkMBs(e.cfg)))
 	r.Plot(PlotSpec{Name: "transfers-rate", Title: "link rate (MB/s) over time", X: "t_s", Y: "rate_mb_s", Group: []string{"phase"},
 		XLabel: "seconds since the phase's first submission", YLabel: "MB/s", Where: func(row Row) bool { return row.Get("kind") == "sample" }})
 	r.Plot(PlotSpec{Name: "transfers-limit", Title: "the optimizer's limit and the active transfers", X: "t_s", Y: "limit", Group: []string{"phase"},
@@ -163,8 +190,12 @@ func (e *transfersEnv) file(kind string, i int) transfer.FileRequest {
 	if kind == "large" {
 		name = fmt.Sprintf("f%02d", i)
 	}
+	prefix := "/out/"
+	if kind == "small" {
+		prefix = "/fast/"
+	}
 	return transfer.FileRequest{Sources: []string{e.relayURL + "/store/" + kind + "/" + name},
-		Destinations: []string{e.dst + "/out/" + kind + "/" + name}}
+		Destinations: []string{e.dst + prefix + kind + "/" + name}}
 }
 
 func (e *transfersEnv) startSource(ctx context.Context) error {
@@ -183,6 +214,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 	ideal := float64(bytes)/(netLinkMBs(e.cfg)*1e6) + 3*e.cfg.RTT.Seconds()
 	t0 := time.Now()
 	st0 := e.rl.Stats()
+	cpu0 := e.cpu()
 	var ids []string
 	for _, j := range jobs {
 		id, err := e.submit(ctx, j)
@@ -209,7 +241,13 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			for _, n := range states {
 				total += n
 			}
+			st, cpu := e.rl.Stats(), e.cpu()
+			ms := func(i int) float64 {
+				return netRound(float64((cpu[i]-cpu0[i]).Microseconds())/1e3/float64(max(total, 1)), 3)
+			}
 			r.Row("kind", "phase", "phase", name, "files", total, "finished", finished, "bytes", bytes,
+				"connections", st.Total-st0.Total, "late", st.Late-st0.Late,
+				"cpu_ms_per_file_source", ms(0), "cpu_ms_per_file_destination", ms(1), "cpu_ms_per_file_service", ms(2), "cpu_ms_per_file_relay", ms(3),
 				"seconds", netRound(secs, 2), "ideal_s", netRound(ideal, 2), "of_ideal", netRound(secs/ideal, 3),
 				"down_s", down.Seconds())
 			return nil
@@ -307,7 +345,7 @@ func (e *transfersEnv) link(ctx context.Context) (limit, active int) {
 
 func transfersSummary(rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| phase | files | finished | MB | seconds | ideal s | of the ideal | goal |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| phase | files | finished | MB | seconds | ideal s | of the ideal | goal | CPU ms per file: source / destination / service / relay | CPU floor s |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
 		if row.Get("kind") != "phase" {
 			continue
@@ -320,8 +358,127 @@ func transfersSummary(rows []Row) string {
 		if of > transfersGoal || fin != files {
 			verdict = "NOT met"
 		}
-		fmt.Fprintf(&b, "| %v | %.0f | %.0f | %.0f | %v | %v | %.2f | <= %.1fx, all finished: %s |\n",
-			row.Get("phase"), files, fin, mb/1e6, row.Get("seconds"), row.Get("ideal_s"), of, transfersGoal, verdict)
+		var cpu [4]float64
+		for i, k := range []string{"source", "destination", "service", "relay"} {
+			cpu[i], _ = toFloat(row.Get("cpu_ms_per_file_" + k))
+		}
+		floor := files * (cpu[0] + cpu[1] + cpu[2] + cpu[3]) / 1e3 / float64(runtime.NumCPU())
+		fmt.Fprintf(&b, "| %v | %.0f | %.0f | %.0f | %v | %v | %.2f | <= %.1fx, all finished: %s | %.3f / %.3f / %.3f / %.3f | %.1f |\n",
+			row.Get("phase"), files, fin, mb/1e6, row.Get("seconds"), row.Get("ideal_s"), of, transfersGoal, verdict,
+			cpu[0], cpu[1], cpu[2], cpu[3], floor)
+	}
+	b.WriteString("\nThe CPU floor is the phase's CPU time (all four processes) over this machine's cores: no run on these cores can be faster.\n")
+	for _, row := range rows {
+		if row.Get("kind") == "disk" {
+			fmt.Fprintf(&b, "\nThis machine's disk takes %v small files/s written as uploads write them (create, write, fsync, rename, fsync the directory; 16 at a time).\n", row.Get("files_per_s"))
+		}
 	}
 	return b.String()
+}
+
+// smallDir is where the destination writes the small files: a fresh
+// directory on tmpfs, or beside the large ones on disk.
+func (e *transfersEnv) smallDir(where string) (string, error) {
+	switch where {
+	case "disk":
+		d := filepath.Join(e.r.Dir(), "fast")
+		return d, os.MkdirAll(d, 0o755)
+	case "tmpfs":
+		d, err := os.MkdirTemp("/dev/shm", "wanda-bench-transfers-")
+		if err != nil {
+			return "", fmt.Errorf("small_dest=tmpfs: %w (use --set small_dest=disk)", err)
+		}
+		e.r.Cleanup(func() { os.RemoveAll(d) })
+		e.r.Note("the destination writes the small files on tmpfs (%s): this machine's disk creates files at a rate of its own, measured below (`--set small_dest=disk` writes them there)", d)
+		return d, nil
+	}
+	return "", fmt.Errorf("small_dest %q: want tmpfs or disk: %w", where, ErrUsage)
+}
+
+// diskCeiling measures how many small files per second the disk under
+// the results takes as a wanda upload writes them (create a temp file,
+// write, fsync, rename, fsync the directory), 16 at a time: the rate no
+// transfer to a server on that disk can pass.
+func (e *transfersEnv) diskCeiling(n int, size int64) error {
+	dir, err := os.MkdirTemp(e.r.Dir(), "ceiling-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	buf := make([]byte, size)
+	work := make(chan int)
+	errs := make(chan error, 16)
+	t0 := time.Now()
+	for range 16 {
+		go func() {
+			var err error
+			for i := range work {
+				if err == nil {
+					err = writeDurably(dir, fmt.Sprintf("f%05d", i), buf)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	for range 16 {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("disk ceiling: %w", err)
+	}
+	secs := time.Since(t0).Seconds()
+	e.r.Row("kind", "disk", "phase", "disk small-file ceiling", "files", n, "bytes", int64(n)*size, "seconds", netRound(secs, 2),
+		"files_per_s", netRound(float64(n)/secs, 0))
+	return nil
+}
+
+// writeDurably writes one file as an upload does.
+func writeDurably(dir, name string, b []byte) error {
+	tmp := filepath.Join(dir, "."+name+".part")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(dir); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	return err
+}
+
+// transfersSeed is seed 001's small-file points: what its movers would
+// take for the small-file phase on this run's path.
+func transfersSeed(rtt time.Duration, n int, size int64, linkMBs float64) string {
+	wire := float64(int64(n)*size) / (linkMBs * 1e6)
+	one := func(perRTT float64) string {
+		secs := max(float64(n)*rtt.Seconds()/perRTT, wire)
+		return fmt.Sprintf("%.0f s (%.0f files/s)", secs, float64(n)/secs)
+	}
+	return fmt.Sprintf(`Seed 001 (FNAL/IIT on the ANI 100G testbed, 53 ms between NERSC and ANL) names the "lots of small files" problem without small-file figures: GridFTP "no pipelining for individual files" pays "one RTT delay between successive files", Globus Online has a "high control channel latency", SRM "no data channel caching"; its large-file tuning was 4 parallel streams and 4 concurrent connections. On this run's path (%v, %d files of %d KiB):
+
+| mover | what limits it | %d files take |
+|---|---|---|
+| one file at a time, one RTT each (GridFTP without pipelining) | 1 file per RTT | %s |
+| 4 concurrent connections (seed 001's setting) | 4 files per RTT | %s |
+| the link alone (the ideal's first term) | %.0f MB/s | %.1f s |
+`, rtt, n, size>>10, n, one(1), one(4), linkMBs, wire)
 }

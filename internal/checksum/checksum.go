@@ -18,6 +18,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Algorithm names as wanda and XRootD spell them.
@@ -71,21 +72,36 @@ func Compute(ctx context.Context, alg string, r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 1<<20)
+	if err := Feed(ctx, h, r); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+// Feed writes what r reads to h (a hash: its Write takes all) with a
+// pooled buffer, until EOF, a read error, or ctx's end.
+func Feed(ctx context.Context, h io.Writer, r io.Reader) error {
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
+	buf := *bp
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		n, err := r.Read(buf)
 		h.Write(buf[:n])
 		if err == io.EOF {
-			return h.Sum(nil), nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
+
+// bufs hold Compute's read buffers: a fresh one per call cost more
+// (zeroing it, collecting it) than hashing a small file.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // Multi computes several checksums in one pass.
 type Multi struct {

@@ -197,7 +197,7 @@ func Default() Config {
 				Enabled: true, Interval: 5 * time.Minute, MinAge: 10 * time.Minute, UnlockedAge: 24 * time.Hour,
 			},
 			TPC: TPC{
-				Enabled: true, MaxStreams: 100, MaxActive: 64, MarkerInterval: 5 * time.Second,
+				Enabled: true, MaxStreams: 100, MaxActive: 256, MarkerInterval: 5 * time.Second,
 				FirstByteTimeout: 120 * time.Second, StallTimeout: 60 * time.Second, Attempts: 10,
 			},
 		},

@@ -17,7 +17,10 @@ type OptimizerOptions struct {
 	// Start is where a link begins (default Min).
 	Min, Max, Start int
 	// Interval is how often a busy link's limit is reconsidered
-	// (default 10 s): long enough to measure a rate.
+	// (default 10 s): long enough to measure a rate. A link whose
+	// transfers are short is reconsidered sooner: as soon as twice its
+	// limit of attempts ended, after a twentieth of Interval at least
+	// (a rate measured over that many transfers is as good).
 	Interval time.Duration
 	// Success is the success ratio below which a link is throttled
 	// (default 0.97).
@@ -117,7 +120,7 @@ func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.Li
 	for _, l := range loads {
 		ls := p.state(l.Link, now)
 		ls.queued, ls.active = l.Queued, l.Active
-		if now.Sub(ls.since) < p.o.Interval {
+		if !p.due(ls, now) {
 			continue
 		}
 		secs := now.Sub(ls.since).Seconds()
@@ -163,6 +166,13 @@ func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.Li
 		}
 		p.log.Info("optimizer", "link", d.Link, "active", d.Active, "rate_mb_s", d.Rate, "success", d.Success, "reason", d.Reason)
 	}
+}
+
+// due reports whether a link's window is over: Interval passed, or
+// twice its limit of attempts ended in no less than a twentieth of it.
+func (p *optimizer) due(ls *linkState, now time.Time) bool {
+	d := now.Sub(ls.since)
+	return d >= p.o.Interval || d >= p.o.Interval/20 && ls.ok+ls.fail >= 2*ls.limit
 }
 
 // LinkInfo is the optimizer's view of a link (GET /api/v1/links).

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/client"
@@ -63,9 +64,14 @@ type Service struct {
 	mu       sync.Mutex
 	inflight map[store.FileKey]*flight
 	wg       sync.WaitGroup
-	// kick asks the scheduler to run now (a file ended, a job came):
-	// short files are not held to the tick.
-	kick chan struct{}
+	// kick asks the scheduler to run soon (a file ended, a job came):
+	// short files are not held to the tick; refresh makes that run read
+	// the queue again (a job came).
+	kick    chan struct{}
+	refresh atomic.Bool
+	view    *loadView // the scheduler's (Run's goroutine)
+	params  paramCache
+	ends    endings
 	// renewed is when the leases were last renewed (Run's goroutine).
 	renewed time.Time
 }
@@ -113,86 +119,9 @@ func (s *Service) now() time.Time { return s.o.Now().UTC() }
 // Owner is this instance's name in leases.
 func (s *Service) Owner() string { return s.owner }
 
-// Run schedules until ctx ends, then cancels the transfers in flight and
-// waits for them (their files go back to the queue: the lease is given
-// up by recording the attempt as canceled and the file SUBMITTED).
-func (s *Service) Run(ctx context.Context) error {
-	tick := time.NewTicker(s.o.Tick)
-	defer tick.Stop()
-	renew := time.NewTicker(max(s.o.Lease/3, 10*time.Millisecond))
-	defer renew.Stop()
-	s.schedule(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			s.stopAll(context.Cause(ctx))
-			return nil
-		case <-tick.C:
-			s.schedule(ctx)
-		case <-s.kick:
-			s.schedule(ctx)
-		case <-renew.C:
-			s.renew(ctx)
-		}
-	}
-}
-
-// schedule takes back expired leases, lets the optimizer look at the
-// links, and claims what the links and this instance may still carry.
-func (s *Service) schedule(ctx context.Context) {
-	now := s.now()
-	if n, err := s.st.Expire(ctx, now); err != nil {
-		s.log.Warn("expiring leases", "err", err)
-	} else if n > 0 {
-		s.log.Info("took back files whose leases ran out", "files", n)
-	}
-	loads, err := s.st.Links(ctx, now)
-	if err != nil {
-		s.log.Warn("reading the queue", "err", err)
-		return
-	}
-	s.opt.observe(ctx, now, loads, s.linkBytes())
-	for _, l := range loads {
-		free := s.o.MaxActive - s.active()
-		if free <= 0 {
-			return
-		}
-		want := min(s.opt.limit(l.Link)-l.Active, l.Queued, free)
-		if want <= 0 {
-			continue
-		}
-		files, err := s.st.Claim(ctx, s.owner, l.Link, want, now, s.o.Lease)
-		if err != nil {
-			s.log.Warn("claiming files", "link", l.Link, "err", err)
-			continue
-		}
-		for _, f := range files {
-			s.start(ctx, f)
-		}
-	}
-}
-
-func (s *Service) active() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.inflight)
-}
-
-// linkBytes is the bytes moved so far by this instance's transfers in
-// flight, per link (the optimizer adds the finished ones).
-func (s *Service) linkBytes() map[string]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := map[string]int64{}
-	for _, fl := range s.inflight {
-		m[fl.file.Link] += fl.prog.moved()
-	}
-	return m
-}
-
 // start moves a claimed file in its own goroutine.
 func (s *Service) start(ctx context.Context, f store.File) {
-	j, err := s.st.Job(ctx, f.Job)
+	p, err := s.params.get(ctx, s.st, f.Job)
 	if err != nil {
 		s.log.Warn("reading a claimed file's job", "job", f.Job, "err", err)
 		return
@@ -207,14 +136,21 @@ func (s *Service) start(ctx context.Context, f store.File) {
 		defer s.wg.Done()
 		defer cancel(nil)
 		acc := s.startRecord(f, fl.prog)
-		a := s.move(fctx, f, j.Params, fl.prog)
+		a := s.move(fctx, f, p, fl.prog)
 		endRecord(acc, a)
-		s.finish(f, j.Params, a, fl)
+		s.finish(f, p, a, fl)
 	}()
 }
 
 // Kick asks the scheduler to run at once.
 func (s *Service) Kick() {
+	s.refresh.Store(true)
+	s.kickQuiet()
+}
+
+// kickQuiet asks the scheduler to run soon on what it knows of the
+// queue (a slot came free).
+func (s *Service) kickQuiet() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -223,7 +159,7 @@ func (s *Service) Kick() {
 
 // finish records an attempt and decides the file's next state.
 func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flight) {
-	defer s.Kick() // a slot is free
+	defer s.kickQuiet() // a slot is free
 	s.mu.Lock()
 	delete(s.inflight, f.FileKey)
 	s.mu.Unlock()
@@ -245,7 +181,7 @@ func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flig
 	s.opt.finished(f.Link, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := s.st.Finish(ctx, s.owner, a, next, notBefore)
+	err := s.ends.record(ctx, s.st, s.owner, store.Ending{Attempt: a, Next: next, NotBefore: notBefore})
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		s.log.Info("the file is no longer ours (canceled, or taken over)", "job", f.Job, "file", f.Index)
@@ -323,3 +259,59 @@ func (s *Service) Progress(k store.FileKey) (int64, bool) {
 
 // Active is the number of transfers this instance runs now.
 func (s *Service) Active() int { return s.active() }
+
+// endings records the attempts that end, many in one transaction: the
+// first finisher to find nobody recording records what is queued, and
+// goes on while more came meanwhile; the others wait for their result.
+// A link of short files ends hundreds of attempts a second; one commit
+// each cost more than the rest of their bookkeeping.
+type endings struct {
+	mu    sync.Mutex
+	queue []*ending
+	busy  bool
+}
+
+type ending struct {
+	e    store.Ending
+	done chan error
+}
+
+// maxEndings bounds one transaction.
+const maxEndings = 256
+
+func (r *endings) record(ctx context.Context, st store.Store, owner string, e store.Ending) error {
+	me := &ending{e: e, done: make(chan error, 1)}
+	r.mu.Lock()
+	r.queue = append(r.queue, me)
+	if r.busy {
+		r.mu.Unlock()
+		return <-me.done
+	}
+	r.busy = true
+	for len(r.queue) > 0 {
+		batch := r.queue[:min(len(r.queue), maxEndings)]
+		r.queue = r.queue[len(batch):]
+		r.mu.Unlock()
+		es := make([]store.Ending, len(batch))
+		for i, b := range batch {
+			es[i] = b.e
+		}
+		errs, err := st.FinishAll(ctx, owner, es)
+		for i, b := range batch {
+			switch {
+			case err == nil:
+				b.done <- errs[i]
+			case len(batch) == 1:
+				b.done <- err
+			default:
+				// The whole failed: each on its own, so that one
+				// attempt's trouble is not the others'.
+				b.done <- st.Finish(ctx, owner, b.e.Attempt, b.e.Next, b.e.NotBefore)
+			}
+		}
+		r.mu.Lock()
+	}
+	r.busy = false
+	r.mu.Unlock()
+	return <-me.done
+}

@@ -81,20 +81,11 @@ func (r *randomUpload) Checksums(ctx context.Context, algs []string) (map[string
 	}
 	all := slices.Concat(algs, r.u.b.opts.OnWrite)
 	m := checksum.NewMulti(all)
-	buf := make([]byte, 1<<20)
-	sr := io.NewSectionReader(r.u.f, 0, r.size)
-	for {
-		if err := ctx.Err(); err != nil {
+	if err := checksum.Feed(ctx, m, io.NewSectionReader(r.u.f, 0, r.size)); err != nil {
+		if ctx.Err() != nil {
 			return nil, err
 		}
-		n, err := sr.Read(buf)
-		m.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, mapErr("checksum", r.u.name, err)
-		}
+		return nil, mapErr("checksum", r.u.name, err)
 	}
 	sums := m.Sums()
 	r.sums = map[string][]byte{}

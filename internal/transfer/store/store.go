@@ -152,6 +152,23 @@ type JobQuery struct {
 	Before time.Time
 }
 
+// Ending is an attempt that ended and where its file goes next, as
+// Finish takes them.
+type Ending struct {
+	Attempt   Attempt
+	Next      FileState
+	NotBefore time.Time
+}
+
+// CheckNext refuses a next state other than FINISHED, FAILED or
+// SUBMITTED.
+func (o Ending) CheckNext() error {
+	if o.Next != FileFinished && o.Next != FileFailed && o.Next != FileSubmitted {
+		return fmt.Errorf("finish %s/%d: next state %q: want FINISHED, FAILED or SUBMITTED", o.Attempt.Job, o.Attempt.Index, o.Next)
+	}
+	return nil
+}
+
 // LinkLoad is a link's files waiting (claimable now) and active.
 type LinkLoad struct {
 	Link   string `json:"link"`
@@ -243,6 +260,11 @@ type Store interface {
 	// file of the job is final, the job's state follows (FINISHED,
 	// FINISHEDDIRTY, FAILED).
 	Finish(ctx context.Context, owner string, a Attempt, next FileState, notBefore time.Time) error
+	// FinishAll is Finish for several attempts of owner in one
+	// transaction, the cost of a commit shared: errs[i] is outs[i]'s
+	// ErrNotFound or ErrLeaseLost (nothing recorded for it); err is a
+	// failure of the whole (nothing recorded at all).
+	FinishAll(ctx context.Context, owner string, outs []Ending) (errs []error, err error)
 	// Expire gives files whose lease ended before now back (SUBMITTED,
 	// claimable at once; their attempt recorded as lost with error class
 	// ClassLeaseExpired) and returns how many.

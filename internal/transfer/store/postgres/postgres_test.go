@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"runtime"
 	"strings"
@@ -149,5 +150,27 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		<-tick.C
+	}
+}
+
+// BenchmarkClaim: one instance, then two sharing the database (the
+// issue asks that the pair scale the claim rate), claiming and
+// finishing 16 files at a time.
+func BenchmarkClaim(b *testing.B) {
+	server := pgtest.Start(b)
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			dsn := pgtest.NewDatabase(b, server)
+			var ss []store.Store
+			for range n {
+				s, err := postgres.Open(context.Background(), dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ss = append(ss, s)
+			}
+			storetest.BenchClaim(b, ss, 16)
+		})
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
-	"strings"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,78 +38,54 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 	return ls, nil
 }
 
-// claimSQL claims up to $3 files of link $1 at now $2 for owner $4 until
-// $5, in one statement. ranked orders the claimable files: by priority,
-// highest first; then by share, the submitter's active files on the link
-// plus the file's rank among the submitter's claimable ones (so a claim
-// of several files deals them out between submitters, as the sqlite
-// store's does, and a lower priority is only reached once the higher
-// ones are all taken); then by age. picked locks the first $3 of them
-// that nobody else holds (FOR UPDATE SKIP LOCKED cannot go with the
-// window function, hence two steps): a claim running beside this one
-// skips these rows and takes the next. The lock re-reads the row, so a
-// file claimed and committed since ranked's snapshot is dropped by the
-// state test.
-const claimSQL = `
-WITH active AS (
-	SELECT submitter, count(*) AS n FROM files
-	WHERE state = 'ACTIVE' AND link = $1
-	GROUP BY submitter
-), ranked AS (
-	SELECT f.job_id, f.idx, f.priority, f.submitted,
-		coalesce(a.n, 0) + row_number() OVER (
-			PARTITION BY f.submitter ORDER BY f.priority DESC, f.submitted, f.job_id, f.idx
-		) AS share
-	FROM files f LEFT JOIN active a ON a.submitter = f.submitter
-	WHERE f.state = 'SUBMITTED' AND f.link = $1 AND (f.not_before IS NULL OR f.not_before <= $2)
-), picked AS (
-	SELECT f.job_id, f.idx, r.priority, r.share, r.submitted
-	FROM files f JOIN ranked r ON r.job_id = f.job_id AND r.idx = f.idx
-	WHERE f.state = 'SUBMITTED'
-	ORDER BY r.priority DESC, r.share, r.submitted, r.job_id, r.idx
-	LIMIT $3
-	FOR NO KEY UPDATE OF f SKIP LOCKED
-)
-UPDATE files f SET state = 'ACTIVE', owner = $4, lease_until = $5,
-	attempts = f.attempts + 1, started = $2, ended = NULL
-FROM picked p
-WHERE f.job_id = p.job_id AND f.idx = p.idx
-RETURNING ` + fileCols + `, p.share, p.submitted`
-
 // Claim implements store.Store.
+//
+// The claim order is worked out as the sqlite store's is (store.
+// ClaimOrder): the link's (priority, submitter) groups found by index
+// seeks, each group's oldest files read and locked FOR NO KEY UPDATE
+// SKIP LOCKED (a claim running beside this one skips them and takes the
+// next ones), dealt out by share, and the chosen ones updated; the
+// others' locks go with the transaction. Ranking the whole queue in one
+// statement (a window function) cost a sort of every waiting file of
+// the link per claim: 145 ms per claim with 20,000 waiting.
 func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.Time, lease time.Duration) ([]store.File, error) {
 	if n <= 0 {
 		return []store.File{}, nil
 	}
-	type claimed struct {
-		store.File
-		share     int64
-		submitted time.Time
-	}
-	var cs []claimed
+	var fs []store.File
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cs = cs[:0]
-		rows, err := tx.Query(ctx, claimSQL, link, utc(now), n, owner, utc(now.Add(lease)))
+		keys, err := claimOrder(ctx, tx, link, now, n)
+		if err != nil || len(keys) == 0 {
+			fs = []store.File{}
+			return err
+		}
+		jobs := make([]string, len(keys))
+		idxs := make([]int32, len(keys))
+		for i, k := range keys {
+			jobs[i], idxs[i] = k.Job, int32(k.Index)
+		}
+		rows, err := tx.Query(ctx, `UPDATE files f SET state = 'ACTIVE', owner = $3, lease_until = $4,
+				attempts = f.attempts + 1, started = $5, ended = NULL
+			FROM unnest($1::text[], $2::int[]) AS k (job_id, idx)
+			WHERE f.job_id = k.job_id AND f.idx = k.idx
+			RETURNING `+fileCols, jobs, idxs, owner, utc(now.Add(lease)), utc(now))
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var c claimed
-			if c.File, err = scanFile(rows, &c.share, &c.submitted); err != nil {
-				rows.Close()
-				return err
-			}
-			cs = append(cs, c)
-		}
-		if err := rows.Err(); err != nil {
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.File, error) { return scanFile(r) })
+		if err != nil {
 			return err
 		}
-		if len(cs) == 0 {
-			return nil
+		// RETURNING has no order: put the claim's back.
+		at := make(map[store.FileKey]store.File, len(got))
+		for _, f := range got {
+			at[f.FileKey] = f
 		}
-		var jobs []string
-		for _, c := range cs {
-			jobs = append(jobs, c.Job)
+		fs = make([]store.File, 0, len(keys))
+		for _, k := range keys {
+			if f, ok := at[k]; ok {
+				fs = append(fs, f)
+			}
 		}
 		slices.Sort(jobs)
 		jobs = slices.Compact(jobs)
@@ -121,25 +98,64 @@ func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.T
 	if err != nil {
 		return nil, fmt.Errorf("claim on %s for %s: %w", link, owner, err)
 	}
-	// RETURNING has no order: put the claim's back.
-	slices.SortFunc(cs, func(a, b claimed) int {
-		switch {
-		case a.Priority != b.Priority:
-			return b.Priority - a.Priority
-		case a.share != b.share:
-			return int(a.share - b.share)
-		case !a.submitted.Equal(b.submitted):
-			return a.submitted.Compare(b.submitted)
-		case a.Job != b.Job:
-			return strings.Compare(a.Job, b.Job)
-		}
-		return a.Index - b.Index
-	})
-	fs := make([]store.File, len(cs))
-	for i, c := range cs {
-		fs[i] = c.File
-	}
 	return fs, nil
+}
+
+// claimOrder picks up to n claimable files of link at now, in claim
+// order, locking them.
+func claimOrder(ctx context.Context, tx pgx.Tx, link string, now time.Time, n int) ([]store.FileKey, error) {
+	shares := map[string]int{}
+	rows, err := tx.Query(ctx, `SELECT submitter, count(*) FROM files WHERE state = 'ACTIVE' AND link = $1 GROUP BY submitter`, link)
+	if err != nil {
+		return nil, err
+	}
+	var sub string
+	var c int
+	if _, err := pgx.ForEachRow(rows, []any{&sub, &c}, func() error { shares[sub] = c; return nil }); err != nil {
+		return nil, err
+	}
+	// The groups, highest priority first (files_claim orders priority
+	// DESC, submitter): the next submitter in this priority, else the
+	// first of the next priority down; one index seek each.
+	var groups []*store.ClaimGroup
+	prevP, prevS := math.MaxInt32, ""
+	for {
+		g := &store.ClaimGroup{}
+		err := tx.QueryRow(ctx, `SELECT priority, submitter FROM files
+			WHERE state = 'SUBMITTED' AND link = $1 AND (not_before IS NULL OR not_before <= $2) AND priority = $3 AND submitter > $4
+			ORDER BY priority DESC, submitter LIMIT 1`, link, utc(now), prevP, prevS).Scan(&g.Priority, &g.Submitter)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = tx.QueryRow(ctx, `SELECT priority, submitter FROM files
+				WHERE state = 'SUBMITTED' AND link = $1 AND (not_before IS NULL OR not_before <= $2) AND priority < $3
+				ORDER BY priority DESC, submitter LIMIT 1`, link, utc(now), prevP).Scan(&g.Priority, &g.Submitter)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g)
+		prevP, prevS = g.Priority, g.Submitter
+	}
+	return store.ClaimOrder(groups, shares, n, func(g *store.ClaimGroup, max int) error {
+		rows, err := tx.Query(ctx, `SELECT job_id, idx, submitted FROM files
+			WHERE state = 'SUBMITTED' AND link = $1 AND priority = $2 AND submitter = $3
+				AND (not_before IS NULL OR not_before <= $4)
+			ORDER BY priority DESC, submitter, submitted, job_id, idx LIMIT $5
+			FOR NO KEY UPDATE SKIP LOCKED`, link, g.Priority, g.Submitter, utc(now), max)
+		if err != nil {
+			return err
+		}
+		var c store.Candidate
+		var at time.Time
+		_, err = pgx.ForEachRow(rows, []any{&c.Key.Job, &c.Key.Index, &at}, func() error {
+			c.Age = store.Age(at)
+			g.Files = append(g.Files, c)
+			return nil
+		})
+		return err
+	})
 }
 
 // Renew implements store.Store.
@@ -190,60 +206,96 @@ func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, 
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next store.FileState, notBefore time.Time) error {
-	if next != store.FileFinished && next != store.FileFailed && next != store.FileSubmitted {
-		return fmt.Errorf("finish %s/%d: next state %q: want FINISHED, FAILED or SUBMITTED", a.Job, a.Index, next)
+	errs, err := s.FinishAll(ctx, owner, []store.Ending{{Attempt: a, Next: next, NotBefore: notBefore}})
+	if err == nil {
+		err = errs[0]
 	}
-	in := a
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		a := in
-		var state store.FileState
-		var holder string
-		var attempts int
-		var started *time.Time
-		err := tx.QueryRow(ctx, `SELECT state, owner, attempts, started FROM files
-			WHERE job_id = $1 AND idx = $2 FOR NO KEY UPDATE`, a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
-			return store.ErrLeaseLost
-		}
-		a.N, a.Owner = attempts, owner
-		if a.Start.IsZero() {
-			a.Start = fromOpt(started)
-		}
-		if a.End.IsZero() {
-			a.End = time.Now()
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
-				source, destination, mode, bytes, error_class, message)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			a.Job, a.Index, a.N, a.Owner, opt(a.Start), opt(a.End), a.Source, a.Destination,
-			a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
-			return err
-		}
-		var nb any
-		if next == store.FileSubmitted {
-			nb = opt(notBefore)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE files SET state = $3, owner = '', lease_until = NULL, not_before = $4,
-				error_class = $5, reason = $6, bytes = $7, rate = $8, mode = $9, started = $10, ended = $11
-			WHERE job_id = $1 AND idx = $2`,
-			a.Job, a.Index, next, nb, a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, opt(a.Start), opt(a.End)); err != nil {
-			return err
-		}
-		if !next.Final() {
-			return nil
-		}
-		return settle(ctx, tx, a.Job)
-	})
 	if err != nil {
 		return fmt.Errorf("finish %s/%d by %s: %w", a.Job, a.Index, owner, err)
 	}
 	return nil
+}
+
+// FinishAll implements store.Store. The outcomes are recorded in file
+// order, so that two instances' transactions lock files and jobs in the
+// same order (no deadlock between them; one that still happens is
+// retried by tx).
+func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending) ([]error, error) {
+	for _, o := range outs {
+		if err := o.CheckNext(); err != nil {
+			return nil, err
+		}
+	}
+	order := make([]int, len(outs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(x, y int) bool {
+		a, b := outs[order[x]].Attempt, outs[order[y]].Attempt
+		return a.Job < b.Job || a.Job == b.Job && a.Index < b.Index
+	})
+	errs := make([]error, len(outs))
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		for _, i := range order {
+			errs[i] = finishOne(ctx, tx, owner, outs[i])
+			if errs[i] != nil && !errors.Is(errs[i], store.ErrLeaseLost) && !errors.Is(errs[i], store.ErrNotFound) {
+				return errs[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish %d attempts by %s: %w", len(outs), owner, err)
+	}
+	return errs, nil
+}
+
+// finishOne records one outcome, or refuses it before writing anything.
+func finishOne(ctx context.Context, tx pgx.Tx, owner string, o store.Ending) error {
+	a, next, notBefore := o.Attempt, o.Next, o.NotBefore
+	var state store.FileState
+	var holder string
+	var attempts int
+	var started *time.Time
+	err := tx.QueryRow(ctx, `SELECT state, owner, attempts, started FROM files
+		WHERE job_id = $1 AND idx = $2 FOR NO KEY UPDATE`, a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
+		return store.ErrLeaseLost
+	}
+	a.N, a.Owner = attempts, owner
+	if a.Start.IsZero() {
+		a.Start = fromOpt(started)
+	}
+	if a.End.IsZero() {
+		a.End = time.Now()
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+			source, destination, mode, bytes, error_class, message)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		a.Job, a.Index, a.N, a.Owner, opt(a.Start), opt(a.End), a.Source, a.Destination,
+		a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
+		return err
+	}
+	var nb any
+	if next == store.FileSubmitted {
+		nb = opt(notBefore)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE files SET state = $3, owner = '', lease_until = NULL, not_before = $4,
+			error_class = $5, reason = $6, bytes = $7, rate = $8, mode = $9, started = $10, ended = $11
+		WHERE job_id = $1 AND idx = $2`,
+		a.Job, a.Index, next, nb, a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, opt(a.Start), opt(a.End)); err != nil {
+		return err
+	}
+	if !next.Final() {
+		return nil
+	}
+	return settle(ctx, tx, a.Job)
 }
 
 // rate is an attempt's throughput in MB/s (0 when it took no time).
@@ -264,16 +316,17 @@ func settle(ctx context.Context, tx pgx.Tx, id string) error {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id); err != nil {
 		return err
 	}
-	var open, finished, total int
-	if err := tx.QueryRow(ctx, `SELECT
-			count(*) FILTER (WHERE state IN ('SUBMITTED', 'ACTIVE')),
-			count(*) FILTER (WHERE state = 'FINISHED'),
-			count(*)
-		FROM files WHERE job_id = $1`, id).Scan(&open, &finished, &total); err != nil {
+	// Whether any file is still open: an index probe, where counting
+	// would read every file of the job at each file's end.
+	var open bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (
+			SELECT 1 FROM files WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE'))`, id).Scan(&open); err != nil || open {
 		return err
 	}
-	if open > 0 {
-		return nil
+	var finished, total int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*)
+		FROM files WHERE job_id = $1`, id).Scan(&finished, &total); err != nil {
+		return err
 	}
 	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $2, updated = $3 WHERE id = $1 AND state IN ('SUBMITTED', 'ACTIVE')`,
 		id, store.Outcome(finished, total), utc(time.Now()))

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -136,5 +137,20 @@ func waitGoroutines(t *testing.T, n int) {
 			t.Fatalf("goroutines: %d before, %d after\n%s", n, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		<-tick.C
+	}
+}
+
+// BenchmarkClaim: one instance claiming and finishing files 1 and 16 at
+// a time (the service claims what its links may take, when slots free).
+func BenchmarkClaim(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			s, err := sqlite.Open(filepath.Join(b.TempDir(), "t.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchClaim(b, []store.Store{s}, batch)
+		})
 	}
 }

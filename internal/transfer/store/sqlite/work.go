@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/transfer/store"
@@ -83,16 +84,8 @@ func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.T
 	return claimed, nil
 }
 
-// candidate is a claimable file.
-type candidate struct {
-	key       store.FileKey
-	submitted string // the job's submission: age
-}
-
 // claimOrder picks up to n claimable files of link at now, in claim
-// order: by priority, highest first; within a priority, the submitter
-// with the fewest files (active on the link, plus taken by this claim)
-// first, ties to the oldest file; a submitter's files oldest first.
+// order (store.ClaimOrder).
 func claimOrder(ctx context.Context, tx querier, link, now string, n int) ([]store.FileKey, error) {
 	shares := map[string]int{}
 	err := each(ctx, tx, func(r *sql.Rows) error {
@@ -105,74 +98,44 @@ func claimOrder(ctx context.Context, tx querier, link, now string, n int) ([]sto
 	if err != nil {
 		return nil, err
 	}
-	type group struct {
-		priority  int
-		submitter string
-		files     []candidate // oldest first
-	}
-	var groups []*group
-	err = each(ctx, tx, func(r *sql.Rows) error {
-		g := &group{}
+	// The (priority, submitter) groups with files to claim, highest
+	// priority first: one index seek per group (a skip scan), where
+	// SELECT DISTINCT would read every queued file of the link.
+	var groups []*store.ClaimGroup
+	prevP, prevS := math.MaxInt32, ""
+	for {
+		// The next submitter down in this priority, else the first of
+		// the next priority down. (The row value (priority, submitter)
+		// < (?, ?) reads the same but makes SQLite walk every file of
+		// the group just passed.)
+		g := &store.ClaimGroup{}
+		err := tx.QueryRowContext(ctx, `SELECT priority, submitter FROM files
+			WHERE state = 'SUBMITTED' AND link = ? AND not_before <= ? AND priority = ? AND submitter < ?
+			ORDER BY submitter DESC LIMIT 1`, link, now, prevP, prevS).Scan(&g.Priority, &g.Submitter)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRowContext(ctx, `SELECT priority, submitter FROM files
+				WHERE state = 'SUBMITTED' AND link = ? AND not_before <= ? AND priority < ?
+				ORDER BY priority DESC, submitter DESC LIMIT 1`, link, now, prevP).Scan(&g.Priority, &g.Submitter)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 		groups = append(groups, g)
-		return r.Scan(&g.priority, &g.submitter)
-	}, `SELECT DISTINCT priority, submitter FROM files
-		WHERE state = 'SUBMITTED' AND link = ? AND not_before <= ?
-		ORDER BY priority DESC`, link, now)
-	if err != nil {
-		return nil, err
+		prevP, prevS = g.Priority, g.Submitter
 	}
-	var keys []store.FileKey
-	for len(groups) > 0 && len(keys) < n {
-		// The groups of the highest priority left, with their oldest files.
-		var level []*group
-		for len(groups) > 0 && (len(level) == 0 || groups[0].priority == level[0].priority) {
-			g := groups[0]
-			groups = groups[1:]
-			err := each(ctx, tx, func(r *sql.Rows) error {
-				var c candidate
-				err := r.Scan(&c.key.Job, &c.key.Index, &c.submitted)
-				g.files = append(g.files, c)
-				return err
-			}, `SELECT job_id, idx, submitted FROM files
-				WHERE state = 'SUBMITTED' AND link = ? AND priority = ? AND submitter = ? AND not_before <= ?
-				ORDER BY submitted, job_id, idx LIMIT ?`, link, g.priority, g.submitter, now, n-len(keys))
-			if err != nil {
-				return nil, err
-			}
-			level = append(level, g)
-		}
-		// Deal them out: the smallest share first, then the oldest file.
-		for len(keys) < n {
-			var best *group
-			for _, g := range level {
-				if len(g.files) == 0 {
-					continue
-				}
-				if best == nil || shares[g.submitter] < shares[best.submitter] ||
-					shares[g.submitter] == shares[best.submitter] && older(g.files[0], best.files[0]) {
-					best = g
-				}
-			}
-			if best == nil {
-				break
-			}
-			keys = append(keys, best.files[0].key)
-			best.files = best.files[1:]
-			shares[best.submitter]++
-		}
-	}
-	return keys, nil
-}
-
-// older reports whether a comes before b in age order.
-func older(a, b candidate) bool {
-	if a.submitted != b.submitted {
-		return a.submitted < b.submitted
-	}
-	if a.key.Job != b.key.Job {
-		return a.key.Job < b.key.Job
-	}
-	return a.key.Index < b.key.Index
+	return store.ClaimOrder(groups, shares, n, func(g *store.ClaimGroup, max int) error {
+		return each(ctx, tx, func(r *sql.Rows) error {
+			var c store.Candidate
+			err := r.Scan(&c.Key.Job, &c.Key.Index, &c.Age)
+			g.Files = append(g.Files, c)
+			return err
+		}, `SELECT job_id, idx, submitted FROM files
+			WHERE state = 'SUBMITTED' AND link = ? AND priority = ? AND submitter = ? AND not_before <= ?
+			ORDER BY submitted, job_id, idx LIMIT ?`, link, g.Priority, g.Submitter, now, max)
+	})
 }
 
 // each runs query and calls fn on each row.
@@ -215,56 +178,83 @@ func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, 
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next store.FileState, notBefore time.Time) error {
-	if next != store.FileFinished && next != store.FileFailed && next != store.FileSubmitted {
-		return fmt.Errorf("finish %s/%d: next state %q: want FINISHED, FAILED or SUBMITTED", a.Job, a.Index, next)
+	errs, err := s.FinishAll(ctx, owner, []store.Ending{{Attempt: a, Next: next, NotBefore: notBefore}})
+	if err == nil {
+		err = errs[0]
 	}
-	err := s.write(ctx, func(tx *wtx) error {
-		var state store.FileState
-		var holder, started string
-		var attempts int
-		err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started FROM files WHERE job_id = ? AND idx = ?`,
-			a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
-		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
-			return store.ErrLeaseLost
-		}
-		a.N, a.Owner = attempts, owner
-		if a.Start.IsZero() {
-			if a.Start, err = parseTS(started); err != nil {
-				return err
-			}
-		}
-		if a.End.IsZero() {
-			a.End = time.Now()
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
-				source, destination, mode, bytes, error_class, message)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.Job, a.Index, a.N, a.Owner, ts(a.Start), ts(a.End), a.Source, a.Destination,
-			a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE files SET state = ?, owner = '', lease_until = '', not_before = ?,
-				error_class = ?, reason = ?, bytes = ?, rate = ?, mode = ?, started = ?, ended = ?
-			WHERE job_id = ? AND idx = ?`,
-			next, notBeforeTS(next, notBefore), a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, ts(a.Start), ts(a.End),
-			a.Job, a.Index); err != nil {
-			return err
-		}
-		if !next.Final() {
-			return nil
-		}
-		return settle(ctx, tx, a.Job)
-	})
 	if err != nil {
 		return fmt.Errorf("finish %s/%d by %s: %w", a.Job, a.Index, owner, err)
 	}
 	return nil
+}
+
+// FinishAll implements store.Store.
+func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending) ([]error, error) {
+	for _, o := range outs {
+		if err := o.CheckNext(); err != nil {
+			return nil, err
+		}
+	}
+	errs := make([]error, len(outs))
+	err := s.write(ctx, func(tx *wtx) error {
+		for i, o := range outs {
+			errs[i] = finishOne(ctx, tx, owner, o)
+			if errs[i] != nil && !errors.Is(errs[i], store.ErrLeaseLost) && !errors.Is(errs[i], store.ErrNotFound) {
+				return errs[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish %d attempts by %s: %w", len(outs), owner, err)
+	}
+	return errs, nil
+}
+
+// finishOne records one outcome, or refuses it before writing anything.
+func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error {
+	a, next := o.Attempt, o.Next
+	var state store.FileState
+	var holder, started string
+	var attempts int
+	err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started FROM files WHERE job_id = ? AND idx = ?`,
+		a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
+		return store.ErrLeaseLost
+	}
+	a.N, a.Owner = attempts, owner
+	if a.Start.IsZero() {
+		if a.Start, err = parseTS(started); err != nil {
+			return err
+		}
+	}
+	if a.End.IsZero() {
+		a.End = time.Now()
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+			source, destination, mode, bytes, error_class, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Job, a.Index, a.N, a.Owner, ts(a.Start), ts(a.End), a.Source, a.Destination,
+		a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE files SET state = ?, owner = '', lease_until = '', not_before = ?,
+			error_class = ?, reason = ?, bytes = ?, rate = ?, mode = ?, started = ?, ended = ?
+		WHERE job_id = ? AND idx = ?`,
+		next, notBeforeTS(next, o.NotBefore), a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, ts(a.Start), ts(a.End),
+		a.Job, a.Index); err != nil {
+		return err
+	}
+	if !next.Final() {
+		return nil
+	}
+	return settle(ctx, tx, a.Job)
 }
 
 // notBeforeTS is the stored NotBefore of a file finished to next.

@@ -220,3 +220,57 @@ func testRetry(t *testing.T, s store.Store) {
 		t.Errorf("attempt owners %q, %q", as[0].Owner, as[1].Owner)
 	}
 }
+
+// testFinishAll: several endings in one transaction; one refused (not
+// the owner's) leaves the others recorded, and the job settles once
+// every file is final.
+func testFinishAll(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	link := "src.example -> dst.example"
+	j := submit(t, s, spec{link: link, files: 4})
+	fs := claim(t, s, "w1", link, 3, now)
+	wantKeys(t, fs, key(j.ID, 0), key(j.ID, 1), key(j.ID, 2))
+	ends := []store.Ending{
+		{Attempt: store.Attempt{FileKey: fs[2].FileKey, N: 1, Mode: "pull", Bytes: 10}, Next: store.FileFinished},
+		{Attempt: store.Attempt{FileKey: key(j.ID, 3), N: 1}, Next: store.FileFinished}, // never claimed
+		{Attempt: store.Attempt{FileKey: fs[0].FileKey, N: 1, ErrorClass: "timeout", Message: "slow"}, Next: store.FileSubmitted, NotBefore: now.Add(time.Hour)},
+		{Attempt: store.Attempt{FileKey: fs[1].FileKey, N: 1, ErrorClass: "permission"}, Next: store.FileFailed},
+	}
+	errs, err := s.FinishAll(ctx, "w1", ends)
+	if err != nil {
+		t.Fatalf("FinishAll: %v", err)
+	}
+	if len(errs) != len(ends) {
+		t.Fatalf("FinishAll: %d errors for %d endings", len(errs), len(ends))
+	}
+	for i, e := range errs {
+		if i == 1 {
+			wantErr(t, "FinishAll of an unclaimed file", e, store.ErrLeaseLost)
+		} else if e != nil {
+			t.Errorf("FinishAll ending %d: %v", i, e)
+		}
+	}
+	got := files(t, s, j.ID)
+	for i, want := range []store.FileState{store.FileSubmitted, store.FileFailed, store.FileFinished, store.FileSubmitted} {
+		if got[i].State != want {
+			t.Errorf("file %d: state %s, want %s", i, got[i].State, want)
+		}
+	}
+	if as := attempts(t, s, j.ID); len(as) != 3 {
+		t.Errorf("FinishAll recorded %d attempts, want 3: %+v", len(as), as)
+	}
+	if _, err := s.FinishAll(ctx, "w1", []store.Ending{{Attempt: store.Attempt{FileKey: fs[0].FileKey}, Next: store.FileActive}}); err == nil {
+		t.Errorf("FinishAll to ACTIVE: no error")
+	}
+	// The rest, to the end: the job settles.
+	fs = claim(t, s, "w1", link, 2, now.Add(2*time.Hour))
+	var last []store.Ending
+	for _, f := range fs {
+		last = append(last, store.Ending{Attempt: store.Attempt{FileKey: f.FileKey, N: f.Attempts}, Next: store.FileFinished})
+	}
+	if errs, err := s.FinishAll(ctx, "w1", last); err != nil || len(fs) != 2 || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("FinishAll of the rest (%d files): %v %v", len(fs), errs, err)
+	}
+	wantState(t, s, j.ID, store.JobFinishedDirty)
+}

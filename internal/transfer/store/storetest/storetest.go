@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobStates", testJobStates},
 		{"Cancel", testCancel},
 		{"FinishLease", testFinishLease},
+		{"FinishAll", testFinishAll},
 		{"Expire", testExpire},
 		{"Fencing", testFencing},
 		{"Retry", testRetry},
