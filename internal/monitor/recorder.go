@@ -48,8 +48,9 @@ type Recorder struct {
 	coll   *collector
 	closed atomic.Bool
 
-	mu     sync.Mutex
-	active map[*Access]struct{}
+	// active are the accesses running, for progress records: sharded by
+	// id, so that concurrent accesses rarely take the same lock.
+	active [activeShards]activeShard
 
 	stop chan struct{}
 	done chan struct{}
@@ -83,7 +84,7 @@ func New(o Options) (*Recorder, error) {
 		return nil, errors.New("records: neither a file nor a collector URL")
 	}
 	r := &Recorder{
-		o: o, queue: make(chan Record, o.Queue), active: map[*Access]struct{}{},
+		o: o, queue: make(chan Record, o.Queue),
 		stop: make(chan struct{}), done: make(chan struct{}), now: time.Now,
 	}
 	if o.File.Path != "" {
@@ -129,9 +130,13 @@ func (r *Recorder) Start(b Begin) *Access {
 		a.rec.Server = *s
 	}
 	if r.o.Progress > 0 {
-		r.mu.Lock()
-		r.active[a] = struct{}{}
-		r.mu.Unlock()
+		sh := &r.active[a.id%activeShards]
+		sh.mu.Lock()
+		if sh.m == nil {
+			sh.m = map[*Access]struct{}{}
+		}
+		sh.m[a] = struct{}{}
+		sh.mu.Unlock()
 	}
 	return a
 }
@@ -139,9 +144,10 @@ func (r *Recorder) Start(b Begin) *Access {
 // end queues a's record.
 func (r *Recorder) end(a *Access) {
 	if r.o.Progress > 0 {
-		r.mu.Lock()
-		delete(r.active, a)
-		r.mu.Unlock()
+		sh := &r.active[a.id%activeShards]
+		sh.mu.Lock()
+		delete(sh.m, a)
+		sh.mu.Unlock()
 	}
 	r.enqueue(a.snapshot(r.now(), false))
 }
@@ -247,17 +253,9 @@ func (r *Recorder) run() {
 func (r *Recorder) progress() {
 	now := r.now()
 	var due []*Access
-	r.mu.Lock()
-	for a := range r.active {
-		last := a.start
-		if p := a.lastProgress.Load(); p != 0 {
-			last = time.Unix(0, p)
-		}
-		if now.Sub(last) >= r.o.Progress {
-			due = append(due, a)
-		}
+	for i := range r.active {
+		due = r.active[i].due(now, r.o.Progress, due)
 	}
-	r.mu.Unlock()
 	for _, a := range due {
 		a.lastProgress.Store(now.UnixNano())
 		rec := a.snapshot(now, true)
@@ -267,6 +265,31 @@ func (r *Recorder) progress() {
 	if len(due) > 0 {
 		r.flush()
 	}
+}
+
+// activeShards is the number of locks the running accesses are under.
+const activeShards = 16
+
+type activeShard struct {
+	mu sync.Mutex
+	m  map[*Access]struct{}
+}
+
+// due appends the shard's accesses whose start or last progress record
+// is at least every ago.
+func (sh *activeShard) due(now time.Time, every time.Duration, out []*Access) []*Access {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for a := range sh.m {
+		last := a.start
+		if p := a.lastProgress.Load(); p != 0 {
+			last = time.Unix(0, p)
+		}
+		if now.Sub(last) >= every {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // write encodes rec and hands the line to the file and the collector.
