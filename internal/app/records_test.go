@@ -320,6 +320,22 @@ func TestRecordsRedirectorAndCache(t *testing.T) {
 	if hit.CacheHitBytes != int64(len(data)) || hit.CacheMissBytes != 0 {
 		t.Errorf("cache hit record: %+v", hit)
 	}
+	// root:// through the cache: the handle's record has its hits.
+	xc := xrdclient.New(xrdclient.Options{})
+	u, _ := url.Parse("root://" + strings.TrimPrefix(cbase, "http://") + "//data/c.bin")
+	rc, _, err := xc.Read(t.Context(), u, 0, 1<<16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(rc); len(b) != 1<<16 {
+		t.Fatalf("root:// read through the cache: %d bytes", len(b))
+	}
+	rc.Close()
+	xc.CloseIdle()
+	r = waitRecord(t, crf, "the cache's root:// read", func(r monitor.Record) bool { return r.Protocol == "root" })
+	if r.CacheHitBytes < 1<<16 || r.CacheMissBytes != 0 || r.BytesRead != 1<<16 || r.Role != "cache" {
+		t.Errorf("cache root:// record: %+v", r)
+	}
 }
 
 // The user of a record is the verified token's subject, never the token;
