@@ -75,9 +75,14 @@ type Joiner struct {
 	ownTr       *http.Transport // closed at Stop when the client is ours
 	parents     []*parent
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// The persistent connections (watch.go) outlive the loops until the
+	// goodbyes are said: a member that leaves is not reported lost.
+	watchCtx    context.Context
+	watchCancel context.CancelFunc
+	watchWG     sync.WaitGroup
+	stopOnce    sync.Once
 }
 
 type parent struct {
@@ -113,6 +118,7 @@ func StartJoiner(opts JoinOptions) *Joiner {
 	j.watchClient = &http.Client{Transport: j.client.Transport}
 	ctx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
+	j.watchCtx, j.watchCancel = context.WithCancel(context.Background())
 	for _, u := range opts.Parents {
 		p := &parent{url: BaseURL(u), kick: make(chan struct{}, 1), interval: opts.Interval}
 		p.st = ParentStatus{URL: p.url, Interval: p.interval}
@@ -147,8 +153,9 @@ func (j *Joiner) Status() []ParentStatus {
 
 // Stop ends the heartbeat loops (aborting heartbeats in flight), then tells
 // every parent the member leaves (DELETE, in parallel, best effort, bounded
-// by ctx and the client's timeout) and returns when all that is done. Later
-// calls return at once.
+// by ctx and the client's timeout), then closes the persistent
+// connections, and returns when all that is done. Later calls return at
+// once.
 func (j *Joiner) Stop(ctx context.Context) {
 	j.stopOnce.Do(func() {
 		j.cancel()
@@ -174,6 +181,8 @@ func (j *Joiner) Stop(ctx context.Context) {
 			})
 		}
 		wg.Wait()
+		j.watchCancel()
+		j.watchWG.Wait()
 		if j.ownTr != nil {
 			j.ownTr.CloseIdleConnections()
 		}
@@ -252,7 +261,7 @@ func (j *Joiner) beat(ctx context.Context, p *parent) bool {
 		log.Info("redirector changed drain state", "drained", reply.Drained)
 	}
 	p.failing, p.everOK = false, true
-	j.startWatch(ctx, p, m.ID, m.Instance)
+	j.startWatch(p, m.ID, m.Instance)
 	p.st.Joined, p.st.LastOK, p.st.LastError = true, time.Now(), ""
 	p.st.Drained, p.st.Redirector = reply.Drained, reply.Redirector
 	if reply.IntervalMS > 0 {

@@ -22,20 +22,21 @@ const WatchPath = "/api/v1/members/watch"
 const watchRetry = 30 * time.Second
 
 // startWatch opens the persistent connection to p unless one is open or
-// p refused one lately; p.mu is held.
-func (j *Joiner) startWatch(ctx context.Context, p *parent, id, inst string) {
-	if p.watching || id == "" || inst == "" || time.Now().Before(p.watchAfter) {
+// p refused one lately; p.mu is held. It closes when Stop has said the
+// goodbyes (DELETE first: a member that leaves is not lost).
+func (j *Joiner) startWatch(p *parent, id, inst string) {
+	if p.watching || id == "" || inst == "" || time.Now().Before(p.watchAfter) || j.watchCtx.Err() != nil {
 		return
 	}
 	p.watching = true
-	j.wg.Add(1)
-	go j.watch(ctx, p, id, inst)
+	j.watchWG.Add(1)
+	go j.watch(j.watchCtx, p, id, inst)
 }
 
 // watch holds the connection until it ends; then a heartbeat goes out at
 // once (a redirector that dropped the member learns it again).
 func (j *Joiner) watch(ctx context.Context, p *parent, id, inst string) {
-	defer j.wg.Done()
+	defer j.watchWG.Done()
 	held, err := j.hold(ctx, p.url, id, inst)
 	p.mu.Lock()
 	p.watching = false

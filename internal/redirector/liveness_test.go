@@ -189,3 +189,21 @@ func TestSilentMemberWithWatchStillSwept(t *testing.T) {
 		t.Errorf("%d watches counted, want its one still open", tr.watchers())
 	}
 }
+
+// A member that stops gracefully leaves before its connection closes: it
+// is gone at once and not counted as lost.
+func TestJoinerStopLeavesNotLost(t *testing.T) {
+	t.Parallel()
+	tr := startRedirector(t, Options{Heartbeat: 200 * time.Millisecond, MissLimit: 50})
+	a := newFakeMember(t)
+	j := fed.StartJoiner(fed.JoinOptions{Parents: []string{tr.srv.URL}, Self: func() fed.Member { return a.member() }})
+	eventually(t, "joined and watching", func() bool { return tr.hasMember(a.srv.URL) && tr.watchers() == 1 })
+	j.Stop(context.Background())
+	if tr.hasMember(a.srv.URL) {
+		t.Fatal("still a member after Stop")
+	}
+	eventually(t, "its connection closed", func() bool { return tr.watchers() == 0 })
+	if n := counter(t, tr.reg, "wanda_redirector_members_lost_total"); n != 0 {
+		t.Errorf("a member that left counted %v times as lost", n)
+	}
+}
