@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,7 +116,12 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	}
 	ss.srv.log.Debug("redirect", "request", r.String(), "path", t.Path(), "to", hosts[0])
 	if id := ss.srv.opts.RedirectorID; id != "" {
-		host += "?" + ChainKey + "=" + url.QueryEscape(strings.Join(append(chainOf(t.cgi), id), ","))
+		chain := chainOf(t.cgi)
+		if !slices.Contains(chain, id) {
+			// (A client back after a failure brings this ID already.)
+			chain = append(chain, id)
+		}
+		host += "?" + ChainKey + "=" + url.QueryEscape(strings.Join(chain, ","))
 	}
 	if n, ok := ctx.Value(noteKey{}).(*redirectNote); ok {
 		n.to = hosts[0]
