@@ -3,6 +3,7 @@ package httpserve_test
 import (
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 
 // recordsServer serves a 4 KiB file at /store/f4k, with records to a
 // file when on.
-func recordsServer(b *testing.B, on bool) *server {
+func recordsServer(b *testing.B, on bool) *recordsBench {
 	b.Helper()
 	dir := b.TempDir()
 	mustWrite(b, filepath.Join(dir, "f4k"), randBytes(3, 4096))
@@ -41,9 +42,16 @@ func recordsServer(b *testing.B, on bool) *server {
 		b.Cleanup(func() { _ = rec.Close() })
 		rs.Sink = rec
 	}
-	s := &server{}
-	s.serve(b, httpserve.MiddlewareWithRecords(httpserve.New(httpserve.Options{Namespace: ns, Metrics: m}), slog.New(slog.DiscardHandler), m, rs))
+	s := &recordsBench{server: &server{}}
+	s.handler = httpserve.MiddlewareWithRecords(httpserve.New(httpserve.Options{Namespace: ns, Metrics: m}), slog.New(slog.DiscardHandler), m, rs)
+	s.serve(b, s.handler)
 	return s
+}
+
+// recordsBench is a test server and its handler.
+type recordsBench struct {
+	*server
+	handler http.Handler
 }
 
 // BenchmarkGet4KiBRecords: 4 KiB GETs over loopback, 8 clients at once,
@@ -57,16 +65,41 @@ func BenchmarkGet4KiBRecords(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s := recordsServer(b, on)
 			req, _ := http.NewRequest(http.MethodGet, s.URL+"/store/f4k", nil)
-			benchGet(b, s, req, http.StatusOK, 4096)
+			benchGet(b, s.server, req, http.StatusOK, 4096)
 			b.SetBytes(4096)
 			b.ReportAllocs()
 			b.SetParallelism(4)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					benchGet(b, s, req, http.StatusOK, 4096)
+					benchGet(b, s.server, req, http.StatusOK, 4096)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkHandler4KiBRecords: the same GET through the handler alone (no
+// network), so the records' own cost per request shows: the difference
+// between off and on.
+func BenchmarkHandler4KiBRecords(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := recordsServer(b, on)
+			h := s.handler
+			req := httptest.NewRequest(http.MethodGet, "/store/f4k", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK || w.Body.Len() != 4096 {
+					b.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
+				}
+			}
 		})
 	}
 }

@@ -64,9 +64,8 @@ type Recorder struct {
 	line []byte
 }
 
-// flushEvery bounds how long a written record waits in the file's buffer
-// when records keep coming (an idle writer flushes at once): one write(2)
-// per millisecond at most, not one per record.
+// flushEvery is how often a busy writer takes the queue and flushes the
+// file (an idle one is woken by the first record and flushes at once).
 const flushEvery = time.Millisecond
 
 // New opens the records file (if any) and starts the writer.
@@ -190,61 +189,81 @@ func (r *Recorder) Close() error {
 	return nil
 }
 
-// run is the writer goroutine.
+// run is the writer goroutine. Idle, it waits on the queue: the first
+// record wakes it and is written and flushed at once. Then it polls the
+// queue every flushEvery, writing and flushing what came, until a poll
+// finds nothing: while records flow, an access's end only puts its record
+// in the channel (no goroutine to wake, no system call), and the file
+// gets one write(2) a millisecond.
 func (r *Recorder) run() {
 	defer close(r.done)
+	defer r.shutdown()
 	var tick <-chan time.Time
 	if r.o.Progress > 0 {
 		t := time.NewTicker(min(r.o.Progress, time.Second))
 		defer t.Stop()
 		tick = t.C
 	}
-	flushT := time.NewTimer(time.Hour)
-	flushT.Stop()
-	defer flushT.Stop()
-	var lastFlush time.Time
-	pending := false
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
 	for {
 		select {
 		case rec := <-r.queue:
 			r.write(rec)
-			if len(r.queue) > 0 || pending {
-				continue
-			}
-			if since := time.Since(lastFlush); since < flushEvery {
-				flushT.Reset(flushEvery - since)
-				pending = true
-				continue
-			}
+			r.drain()
 			r.flush()
-			lastFlush = time.Now()
-		case <-flushT.C:
-			pending = false
-			r.flush()
-			lastFlush = time.Now()
 		case <-tick:
 			r.progress()
+			continue
 		case <-r.stop:
-			for {
-				select {
-				case rec := <-r.queue:
-					r.write(rec)
-					continue
-				default:
-				}
+			return
+		}
+		// Busy: poll until the queue stays empty for a period.
+		for {
+			poll.Reset(flushEvery)
+			select {
+			case <-poll.C:
+			case <-tick:
+				r.progress()
+				<-poll.C
+			case <-r.stop:
+				return
+			}
+			if r.drain() == 0 {
 				break
 			}
 			r.flush()
-			if r.file != nil {
-				if err := r.file.close(); err != nil {
-					r.o.Log.Warn("records: closing the file", "err", err)
-				}
-			}
-			if r.coll != nil {
-				r.coll.close()
-			}
-			return
 		}
+	}
+}
+
+// drain writes what is queued now; it returns how many records.
+func (r *Recorder) drain() int {
+	n := 0
+	for {
+		select {
+		case rec := <-r.queue:
+			r.write(rec)
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+// shutdown writes what is queued, flushes and closes the file, and sends
+// the collector what it holds.
+func (r *Recorder) shutdown() {
+	r.drain()
+	r.flush()
+	if r.file != nil {
+		if err := r.file.close(); err != nil {
+			r.o.Log.Warn("records: closing the file", "err", err)
+		}
+	}
+	if r.coll != nil {
+		r.coll.close()
 	}
 }
 
