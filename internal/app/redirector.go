@@ -20,6 +20,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/redirector"
 	"github.com/wanda-fed/wanda/internal/ui"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
@@ -37,6 +38,8 @@ type Redirector struct {
 	url atomic.Pointer[string]
 	// policy is checked before any redirect: no rights, no redirect.
 	policy *sitePolicy
+	// records: one per redirected request (nil when off).
+	records *monitor.Recorder
 }
 
 // NewRedirector checks the configuration and loads TLS material; the
@@ -54,6 +57,10 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 		return nil, err
 	}
 	r.tls = r.policy.serverTLS(r.tls)
+	if r.records, err = newRecorder(cfg.Records, "redirector", cfg.Redirector.Labels, log, reg); err != nil {
+		r.policy.close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -66,6 +73,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	c := r.cfg
 	u := advertised(c.Advertise, r.tls != nil, ln)
 	r.url.Store(&u)
+	if r.records != nil {
+		r.records.SetServer(u)
+		defer closeRecorder(r.records, r.log)
+	}
 	var static []fed.Member
 	for _, m := range c.Members {
 		var ex []fed.Export
@@ -112,7 +123,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		go d.Run(uiCtx)
 		dash = d.Handler()
 	}
-	api := httpserve.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	api := httpserve.MiddlewareWithRecords(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch p := req.URL.Path; {
 		case p == "/api/v1/locate":
 			locate.ServeHTTP(w, req)
@@ -121,7 +132,13 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		default:
 			gated.ServeHTTP(w, req)
 		}
-	}), r.log.With("component", "access"), m)
+	}), r.log.With("component", "access"), m, httpserve.Records{
+		// Client requests, not the federation's API (heartbeats, locate)
+		// or the dashboard.
+		Sink: sinkOf(r.records), Skip: func(req *http.Request) bool {
+			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
+		},
+	})
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
@@ -129,6 +146,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		// root:// clients get kXR_redirect to the same members (wanda
 		// servers answer root:// on their HTTP port).
 		xs := xrdserver.NewServer(xrdserver.Options{
+			Records: sinkOf(r.records),
 			Metrics: metrics.NewXRootD(r.reg, "redirector"),
 			Auth:    r.policy,
 			Log:     r.log.With("component", "xrootd"),
@@ -142,6 +160,9 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
 				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
 			},
+			// Servers' access records name the redirectors that sent
+			// the client (docs/operations.md).
+			RedirectorID: rd.ID(),
 		})
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
 	}

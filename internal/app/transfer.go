@@ -19,6 +19,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
@@ -48,16 +49,19 @@ type TransferOptions struct {
 	// UIAnonymous shows the dashboard (/ui/) without a token on a service
 	// with token issuers; without issuers it is always shown.
 	UIAnonymous bool
+	// Records: one per attempt at a file (docs/operations.md).
+	Records config.Records
 }
 
 // Transfer is a running transfer service instance.
 type Transfer struct {
-	o      TransferOptions
-	log    *slog.Logger
-	st     store.Store
-	svc    *transfer.Service
-	policy *sitePolicy
-	reg    *prometheus.Registry
+	o       TransferOptions
+	log     *slog.Logger
+	st      store.Store
+	svc     *transfer.Service
+	policy  *sitePolicy
+	reg     *prometheus.Registry
+	records *monitor.Recorder // nil when records are off
 }
 
 // OpenStore opens the store a DB string names.
@@ -115,9 +119,14 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	} else {
 		log.Warn("no token issuer configured: anyone who reaches the API may submit and cancel jobs, moved with the service's own credentials (see docs/transfer.md)")
 	}
+	if t.records, err = newRecorder(o.Records, "transfer", nil, log, reg); err != nil {
+		t.Close()
+		return nil, err
+	}
 	so := o.Service
 	so.Store, so.Client, so.Log = st, o.Client, log.With("component", "transfer")
 	so.Metrics = metrics.NewTransfer(reg)
+	so.Records = sinkOf(t.records)
 	if t.svc, err = transfer.New(so); err != nil {
 		t.Close()
 		return nil, err
@@ -128,6 +137,7 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 
 // Close releases the store and the token verifier.
 func (t *Transfer) Close() {
+	closeRecorder(t.records, t.log)
 	if t.policy != nil {
 		t.policy.close()
 	}
@@ -199,9 +209,15 @@ func (t *Transfer) Serve(ctx context.Context, ln net.Listener) error {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	if t.records != nil {
+		t.records.SetServer("http://" + ln.Addr().String())
+	}
 	err := serveHTTP(ctx, t.log, hs, ln, timeout, nil)
 	cancel()
-	if rerr := <-done; rerr != nil && !errors.Is(rerr, context.Canceled) {
+	rerr := <-done
+	// The attempts cut short are recorded: then the records are written.
+	closeRecorder(t.records, t.log)
+	if rerr != nil && !errors.Is(rerr, context.Canceled) {
 		return rerr
 	}
 	return err

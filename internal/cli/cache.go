@@ -22,6 +22,7 @@ func newCacheCmd() *cobra.Command {
 		prefetch, streams                                                                            int
 		ff                                                                                           fedFlags
 		af                                                                                           authFlags
+		rf                                                                                           recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -80,6 +81,9 @@ block and LRU purging between watermarks (docs/cache.md).
 			if err := ff.apply(cmd, &fc.Join, &fc.Advertise, &fc.ID, &fc.Labels, &fc.Priority, &fc.Token); err != nil {
 				return err
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.ValidateCache(); err != nil {
 				return usageError{err}
 			}
@@ -114,6 +118,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	cmd.AddCommand(newCacheStatsCmd())
 	return cmd
 }

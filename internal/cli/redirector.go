@@ -67,6 +67,7 @@ func newRedirectorCmd() *cobra.Command {
 		cfgFile, listen, logLevel, logFormat string
 		ff                                   fedFlags
 		af                                   authFlags
+		rf                                   recordsFlags
 		members                              []string
 	)
 	cmd := &cobra.Command{
@@ -115,6 +116,9 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if cmd.Flags().Changed("log-format") {
 				cfg.Log.Format = logFormat
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.ValidateRedirector(); err != nil {
 				return usageError{err}
 			}
@@ -139,6 +143,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

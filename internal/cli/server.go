@@ -18,6 +18,7 @@ func newServerCmd() *cobra.Command {
 		exports, exportsRO, tpcAllow                              []string
 		ff                                                        fedFlags
 		af                                                        authFlags
+		rf                                                        recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -80,6 +81,9 @@ Flags override the config file; --export adds to its exports.
 			if cmd.Flags().Changed("log-format") {
 				cfg.Log.Format = logFormat
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -109,6 +113,7 @@ Flags override the config file; --export adds to its exports.
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

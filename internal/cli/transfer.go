@@ -46,6 +46,7 @@ func newTransferServeCmd() *cobra.Command {
 		o                               transfer.Options
 		cf                              clientFlags
 		af                              authFlags
+		rf                              recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --db sqlite:PATH|postgres://...",
@@ -61,8 +62,12 @@ func newTransferServeCmd() *cobra.Command {
 			if err := af.apply(cmd, &ac, &tls); err != nil {
 				return err
 			}
+			rc := config.DefaultRecords()
+			if err := rf.apply(cmd, &rc); err != nil {
+				return err
+			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -90,6 +95,7 @@ func newTransferServeCmd() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cf.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

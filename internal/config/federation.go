@@ -194,5 +194,6 @@ func (c Config) ValidateRedirector() error {
 		errs = append(errs, errors.New("redirector.tls: give both cert and key"))
 	}
 	errs = append(errs, c.Log.validate()...)
+	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
 )
 
@@ -97,6 +98,8 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	done := make(chan error, 1)
 	start := time.Now()
+	acc := monitor.FromContext(r.Context())
+	recordCopy(acc, pull, client.Redact(remote), t.URLPath(), prog)
 	var res client.Result
 	go func() {
 		var err error
@@ -116,7 +119,13 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 			if pull {
 				mode = "pull"
 			}
+			if pull {
+				acc.Write(prog.Bytes())
+			} else {
+				acc.Read(prog.Bytes())
+			}
 			if err != nil {
+				acc.Fail(strings.ReplaceAll(tpc.Reason(err), " ", "_"), 0)
 				h.log.Warn("third-party copy failed", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
 					"streams", req.Streams, "bytes", prog.Bytes(), "reason", tpc.Reason(err), "err", err)
 			} else {

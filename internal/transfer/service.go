@@ -27,6 +27,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
@@ -46,7 +47,9 @@ type Options struct {
 	Streams int
 	// Optimizer bounds and pace (see OptimizerOptions).
 	Optimizer OptimizerOptions
-	Log       *slog.Logger
+	// Records takes a record of every attempt at a file (nil: none).
+	Records monitor.Sink
+	Log     *slog.Logger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 	// Metrics, when set, count jobs, attempts and bytes and show the
@@ -136,7 +139,9 @@ func (s *Service) start(ctx context.Context, f store.File) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
+		acc := s.startRecord(f, fl.prog)
 		a := s.move(fctx, f, p, fl.prog)
+		endRecord(acc, a)
 		s.finish(f, p, a, fl)
 	}()
 }
