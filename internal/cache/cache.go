@@ -108,8 +108,10 @@ type Cache struct {
 // it, and starts the purger.
 func New(o Options) (*Cache, error) {
 	u, err := url.Parse(strings.TrimRight(o.Upstream, "/"))
-	if err != nil || fed.CheckBaseURL(o.Upstream) != nil {
-		return nil, fmt.Errorf("cache: upstream %q: want http(s)://host:port", o.Upstream)
+	if err != nil || fed.CheckStaticURL(o.Upstream) != nil {
+		// root:// too: the engine reads any URL it has a transport for
+		// (the FUSE mount reads root:// servers through this cache).
+		return nil, fmt.Errorf("cache: upstream %q: want http(s)://host:port or root(s)://host:port", o.Upstream)
 	}
 	if o.BlockSize <= 0 || o.MaxSize <= 0 || o.Dir == "" {
 		return nil, errors.New("cache: block size, max size and dir are required")
