@@ -236,25 +236,23 @@ func New(o Options) (*Mount, error) {
 // Wait blocks until the filesystem is unmounted.
 func (m *Mount) Wait() { m.srv.Wait() }
 
-// Close unmounts, waiting for requests in flight; with files still open
-// (the kernel answers EBUSY) it detaches the mount lazily: it disappears
-// from the namespace at once and the open files fail from then on. Then
-// it closes the block cache and removes a temporary cache directory.
+// Close unmounts, waiting for requests in flight. With files still open
+// (the kernel answers EBUSY) it detaches the mount lazily: it leaves the
+// namespace at once, the kernel ends the session when the last open file
+// is closed, and until then reads of those files fail (the block cache is
+// closed) and what they were writing is not uploaded. Then it closes the
+// block cache and removes a temporary cache directory.
 func (m *Mount) Close() error {
-	err := m.srv.Unmount()
-	if err != nil {
-		err = lazyUnmount(m.dir)
-		if err == nil {
-			// The kernel ends the session once the last open file is
-			// closed; do not wait for the user's processes.
-			m.srv.Wait()
+	if err := m.srv.Unmount(); err != nil {
+		if err := lazyUnmount(m.dir); err != nil {
+			return err // still mounted: keep serving
 		}
 	} else {
 		m.srv.Wait()
 	}
 	m.fsys.dropWriters()
 	m.cleanup()
-	return err
+	return nil
 }
 
 // cleanup releases what New made, in reverse.

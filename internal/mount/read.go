@@ -24,7 +24,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		return &writeHandle{w: w, write: true}, 0, 0
+		h := &writeHandle{w: w, write: true}
+		h.procs.opened(ctx)
+		return h, 0, 0
 	}
 	if w := n.writer(); w != nil && w.acquire() {
 		// Being written through the mount: readers see what was written.

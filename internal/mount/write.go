@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,6 +49,78 @@ type writer struct {
 type writeHandle struct {
 	w     *writer
 	write bool
+	procs procs
+}
+
+// procs tells which processes (thread groups) opened a handle or wrote
+// through it. FUSE sends a flush at every close of a descriptor of the
+// handle, including the copies a child inherited and closes at exec or
+// exit (a shell's pipeline, a program spawning a helper): such a close
+// by a process that neither opened nor wrote the file must not upload
+// what another process is still writing.
+type procs struct {
+	mu     sync.Mutex
+	opener int
+	wrote  map[int]bool
+	tgids  map[uint32]int // thread id -> thread group, as looked up
+}
+
+func (p *procs) tgid(ctx context.Context) int {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return 0
+	}
+	if g, ok := p.tgids[c.Pid]; ok {
+		return g
+	}
+	g := tgidOf(int(c.Pid))
+	if p.tgids == nil || len(p.tgids) > 64 {
+		p.tgids = map[uint32]int{}
+	}
+	p.tgids[c.Pid] = g
+	return g
+}
+
+func (p *procs) opened(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opener = p.tgid(ctx)
+}
+
+func (p *procs) noteWrite(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.tgid(ctx)
+	if p.wrote == nil {
+		p.wrote = map[int]bool{}
+	}
+	p.wrote[g] = true
+}
+
+// owns reports whether the closing process opened or wrote the handle
+// (or cannot be told: then it does).
+func (p *procs) owns(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.tgid(ctx)
+	return g == 0 || p.opener == 0 || g == p.opener || p.wrote[g]
+}
+
+// tgidOf is the thread group of thread id (FUSE names the calling
+// thread); the id itself when /proc does not say.
+func tgidOf(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return tid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if g, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return g
+			}
+		}
+	}
+	return tid
 }
 
 var (
@@ -85,7 +159,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	n.fsys.addWriter(w)
 	n.fsys.meta.forget(n.child(name))
 	w.fillAttr(&out.Attr)
-	return ch, &writeHandle{w: w, write: true}, 0, 0
+	h := &writeHandle{w: w, write: true}
+	h.procs.opened(ctx)
+	return ch, h, 0, 0
 }
 
 // openWriter returns the node's writer, made now if there is none: empty
@@ -243,6 +319,7 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	if !h.write {
 		return 0, syscall.EBADF
 	}
+	h.procs.noteWrite(ctx)
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	n, err := h.w.f.WriteAt(data, off)
@@ -255,9 +332,11 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	return uint32(n), 0
 }
 
-// Flush is close(2): the upload's error is close's.
+// Flush is close(2): the upload's error is close's. A close by a process
+// that only inherited the descriptor uploads nothing (see procs); the
+// writer's own close, or the last release, does.
 func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
-	if !h.write {
+	if !h.write || !h.procs.owns(ctx) {
 		return 0
 	}
 	return errno(h.w.flush())
