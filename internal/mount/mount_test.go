@@ -177,10 +177,22 @@ func TestReadOnlyMount(t *testing.T) {
 	}
 }
 
-// mkdir, rename (file and directory), unlink and rmdir act on the server.
+// mkdir, rename (file and directory), unlink and rmdir act on the
+// server, over HTTP (MKCOL, MOVE, DELETE) and root:// (kXR_mkdir, kXR_mv,
+// kXR_rm, kXR_rmdir).
 func TestNamespace(t *testing.T) {
+	for _, scheme := range []string{"http", "root"} {
+		t.Run(scheme, func(t *testing.T) { testNamespace(t, scheme) })
+	}
+}
+
+func testNamespace(t *testing.T, scheme string) {
 	s, data, _ := startServer(t)
-	_, mnt := mountT(t, s.URL+"/data", nil)
+	u := s.URL + "/data"
+	if scheme == "root" {
+		u = "root://" + s.Addr + "//data"
+	}
+	_, mnt := mountT(t, u, nil)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
