@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -171,5 +173,123 @@ func TestTokenFileReread(t *testing.T) {
 	})
 	if b, err := os.ReadFile(filepath.Join(data, "other", "new")); err != nil || string(b) != "n" {
 		t.Errorf("on the server: %q, %v", b, err)
+	}
+}
+
+// freezer relays TCP to a server until frozen: then it accepts and reads
+// but passes nothing on, as a hung server does (no reset, no answer).
+type freezer struct {
+	ln     net.Listener
+	to     string
+	frozen atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startFreezer(t *testing.T, to string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fz := &freezer{ln: ln, to: to}
+	t.Cleanup(func() {
+		ln.Close()
+		fz.mu.Lock()
+		for _, c := range fz.conns {
+			c.Close()
+		}
+		fz.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fz.mu.Lock()
+			fz.conns = append(fz.conns, c)
+			fz.mu.Unlock()
+			go fz.relay(c)
+		}
+	}()
+	return fz
+}
+
+func (fz *freezer) relay(c net.Conn) {
+	if fz.frozen.Load() {
+		_, _ = io.Copy(io.Discard, c)
+		return
+	}
+	up, err := net.Dial("tcp", fz.to)
+	if err != nil {
+		c.Close()
+		return
+	}
+	fz.mu.Lock()
+	fz.conns = append(fz.conns, up)
+	fz.mu.Unlock()
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			for fz.frozen.Load() && err == nil {
+				// Hold the bytes: a hung server sends nothing more.
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				dst.Close()
+				return
+			}
+		}
+	}
+	go pipe(up, c)
+	pipe(c, up)
+}
+
+// A server that hangs (accepts, never answers): a read of bytes not
+// cached fails with EIO once the stall timeout has passed (for each of
+// the engine's tries), not before and not never; the mount stays up.
+func TestServerHangsStallTimeout(t *testing.T) {
+	s, data, _ := startServer(t)
+	want := randBytes(8<<20, 21)
+	if err := os.WriteFile(filepath.Join(data, "h.bin"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fz := startFreezer(t, s.Addr)
+	const stall = time.Second
+	_, mnt := mountT(t, "http://"+fz.ln.Addr().String()+"/data", func(o *Options) {
+		o.BlockSize, o.Prefetch, o.Stall = 256<<10, 1, stall
+	})
+	f, err := os.Open(filepath.Join(mnt, "h.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 64<<10)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		t.Fatal(err)
+	}
+	fz.frozen.Store(true)
+	start := time.Now()
+	_, err = f.ReadAt(make([]byte, 64<<10), 6<<20)
+	took := time.Since(start)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read from a hung server: %v, want EIO", err)
+	}
+	t.Logf("EIO after %v (stall timeout %v)", took.Round(time.Millisecond), stall)
+	if took < stall || took > 30*time.Second {
+		t.Errorf("EIO after %v, want between the stall timeout %v and 30s", took, stall)
+	}
+	if _, err := f.ReadAt(head, 0); err != nil || !bytes.Equal(head, want[:len(head)]) {
+		t.Errorf("cached head after the stall: %v", err)
+	}
+	if !mounted(mnt) {
+		t.Error("the mount went away")
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/cache"
 	"github.com/wanda-fed/wanda/internal/client"
@@ -35,6 +37,9 @@ type fsys struct {
 	// file half-way).
 	ctx context.Context
 
+	// downUntil (unix ns): the server failed moments ago (see downFor).
+	downUntil atomic.Int64
+
 	mu      sync.Mutex
 	writers map[*writer]struct{} // open for writing, for Close
 }
@@ -48,22 +53,66 @@ func (f *fsys) logical(rel string) string {
 // url is the server URL of a logical path.
 func (f *fsys) url(p string) string { return fed.FileURL(f.base, p) }
 
-// stat describes p from the metadata cache or the server.
+// downFor is how long after a server failure metadata is answered from
+// what is known, however old, without asking again (each try would cost
+// the caller the stall timeout: the kernel asks for attributes before
+// reads of a file whose attributes are older than their TTL).
+const downFor = 5 * time.Second
+
+func (f *fsys) down() bool { return time.Now().UnixNano() < f.downUntil.Load() }
+
+// serverFailed reports an error that says the server is in trouble (not
+// an answer about the file), and notes the time.
+func (f *fsys) serverFailed(err error) bool {
+	if err == nil || errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrForbidden) ||
+		errors.Is(err, client.ErrUnauthorized) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	f.downUntil.Store(time.Now().Add(downFor).UnixNano())
+	return true
+}
+
+// stat describes p from the metadata cache or the server. While the
+// server fails, what was known of p is answered, however old: the blocks
+// already cached stay readable.
 func (f *fsys) stat(ctx context.Context, p string) (client.Info, error) {
 	if in, ok, err := f.meta.stat(p); ok {
 		return in, err
 	}
+	if f.down() {
+		if in, ok := f.meta.stale(p); ok {
+			return in, nil
+		}
+	}
 	in, err := f.c.StatNoSums(ctx, f.url(p))
+	if f.serverFailed(err) {
+		if old, ok := f.meta.stale(p); ok {
+			f.o.Log.Debug("server failing: stale attributes", "path", p, "err", err)
+			return old, nil
+		}
+	}
 	f.meta.putStat(p, in, err)
 	return in, err
 }
 
-// list returns the entries of directory p from the cache or the server.
+// list returns the entries of directory p from the cache or the server
+// (or, while the server fails, the last listing known).
 func (f *fsys) list(ctx context.Context, p string) ([]client.Info, error) {
 	if ls, ok := f.meta.list(p); ok {
 		return ls, nil
 	}
+	if f.down() {
+		if ls, ok := f.meta.staleList(p); ok {
+			return ls, nil
+		}
+	}
 	ls, err := f.c.List(ctx, f.url(p))
+	if f.serverFailed(err) {
+		if old, ok := f.meta.staleList(p); ok {
+			f.o.Log.Debug("server failing: stale listing", "path", p, "err", err)
+			return old, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (m *metaCache) stat(p string) (in client.Info, ok bool, err error) {
 			}
 			return e.in, true, nil
 		}
-		delete(m.stats, p)
+		// Kept past its TTL for stale: the server may be down.
 	}
 	if p == "/" {
 		return client.Info{}, false, nil
@@ -96,6 +96,34 @@ func (m *metaCache) putStat(p string, in client.Info, err error) {
 		m.stats = map[string]statEntry{}
 	}
 	m.stats[p] = statEntry{in: in, missing: missing, at: time.Now()}
+}
+
+// stale is the last answer known for p, however old: what a mount shows
+// while its server does not answer (the bytes already cached stay
+// readable). A "not found" is not kept for this.
+func (m *metaCache) stale(p string) (client.Info, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, hit := m.stats[p]; hit && !e.missing {
+		return e.in, true
+	}
+	dir, name := path.Split(p)
+	if l, hit := m.lists[path.Clean(dir)]; hit {
+		for _, e := range l.ls {
+			if e.Name == name {
+				return e, true
+			}
+		}
+	}
+	return client.Info{}, false
+}
+
+// staleList is the last listing of p, however old.
+func (m *metaCache) staleList(p string) ([]client.Info, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, hit := m.lists[p]
+	return l.ls, hit
 }
 
 func (m *metaCache) list(p string) ([]client.Info, bool) {

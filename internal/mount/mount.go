@@ -173,11 +173,13 @@ func New(o Options) (*Mount, error) {
 		LowWatermark:  0.90,
 		MinFreeDisk:   0.02,
 		Revalidate:    o.AttrTTL,
-		ListTTL:       o.AttrTTL,
-		StallTimeout:  o.Stall,
-		Client:        o.Client,
-		Log:           o.Log,
-		Registry:      o.Registry,
+		// A file already cached stays readable while the server is down.
+		StaleIfError: true,
+		ListTTL:      o.AttrTTL,
+		StallTimeout: o.Stall,
+		Client:       o.Client,
+		Log:          o.Log,
+		Registry:     o.Registry,
 	})
 	o.Client.HTTP.UserAgent = ua
 	if err != nil {
