@@ -257,7 +257,8 @@ func (b *backend) Mkdir(ctx context.Context, name string, parents bool) error {
 	return nil
 }
 
-// Rename is not passed through: the client engine has no MOVE.
+// Rename is not passed through: the engine's MOVE (Client.Rename) always
+// replaces the destination, and Overwrite: F could not be kept atomically.
 func (b *backend) Rename(_ context.Context, from, _ string, _ bool) error {
 	return fmt.Errorf("%s: MOVE through a cache: %w", logical(from), storage.ErrUnsupported)
 }

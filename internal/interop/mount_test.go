@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
 	"github.com/wanda-fed/wanda/internal/testproc"
+	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
 // Tests of `wanda mount` (docs/mount.md) with real FUSE and real tools:
@@ -422,5 +425,39 @@ func TestMountXrootdfsPeer(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: %s differs", filepath.Base(m.cmd.Path), big)
 		}
+	}
+}
+
+// A full disk on the server: close() of a file written through the mount
+// returns ENOSPC (507 over HTTP, kXR_NoSpace over root://), nothing is
+// left on the server, and a file that fits goes up after.
+func TestMountFullDisk(t *testing.T) {
+	disk := smallDisk(t, 2<<20)
+	srv := testserver.Start(t, config.Export{Prefix: "/full", Path: disk})
+	for _, u := range []string{srv.URL + "/full", "root://" + srv.Addr + "//full"} {
+		t.Run(strings.SplitN(u, ":", 2)[0], func(t *testing.T) {
+			m := wandaMount(t, u)
+			f, err := os.Create(filepath.Join(m.Dir, "big.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(randomBytes(4<<20, 13)); err != nil {
+				t.Fatalf("write (staged locally): %v", err)
+			}
+			if err := f.Close(); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("close of a file larger than the server's disk: %v, want ENOSPC", err)
+			}
+			if _, err := os.Stat(filepath.Join(disk, "big.bin")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the refused file is on the server (stat: %v)", err)
+			}
+			small := randomBytes(64<<10, 14)
+			if err := os.WriteFile(filepath.Join(m.Dir, "small.bin"), small, 0o644); err != nil {
+				t.Fatalf("a file that fits: %v", err)
+			}
+			sameBytes(t, "small file on the server", readFile(t, filepath.Join(disk, "small.bin")), small)
+			if err := os.Remove(filepath.Join(m.Dir, "small.bin")); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
