@@ -86,8 +86,10 @@ type Options struct {
 	AttrTTL time.Duration
 	// NegativeTTL is how long "no such file" is kept (DefaultNegativeTTL).
 	NegativeTTL time.Duration
-	// Stall is the engine's stall timeout: a read that moves no byte for
-	// this long fails over, and then fails with EIO (DefaultStall).
+	// Stall is the engine's stall timeout (set on Client too): a request
+	// that moves no byte for this long fails over, and then fails with
+	// EIO (DefaultStall). Reads try twice; metadata and uploads as many
+	// times as Client's policy says.
 	Stall time.Duration
 	// Log receives warnings (failed uploads...); nil discards.
 	Log *slog.Logger
@@ -158,8 +160,12 @@ func New(o Options) (*Mount, error) {
 		m.cleanup()
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
-	// The cache changes the engine's user agent (it tells a redirector not
-	// to send a cache to a cache): a mount is a plain client.
+	// The block cache has a client of its own (the same transports): it
+	// sets its policy (two tries per read, the stall timeout), and the
+	// metadata and the uploads keep the user's. It also changes the
+	// HTTP user agent (it tells a redirector not to send a cache to a
+	// cache), which the transports share: a mount is a plain client.
+	o.Client.Policy.Stall = o.Stall
 	ua := o.Client.HTTP.UserAgent
 	m.cache, err = cache.New(cache.Options{
 		Upstream:      base,
