@@ -29,11 +29,13 @@ import (
 type fsMounter struct {
 	name  string
 	mount func(ctx context.Context, base, dir, cache string) (func() error, error)
+	// noCreate: creating a file failed once; writes are not tried again.
+	noCreate bool
 }
 
 // ioMounters are the filesystems measured, the ones available.
-func ioMounters(r *Run, which []string) []fsMounter {
-	var out []fsMounter
+func ioMounters(r *Run, which []string) []*fsMounter {
+	var out []*fsMounter
 	for _, w := range which {
 		switch w {
 		case "wanda":
@@ -41,13 +43,13 @@ func ioMounters(r *Run, which []string) []fsMounter {
 				r.Note("mount rows skipped: /dev/fuse: %v", err)
 				continue
 			}
-			out = append(out, fsMounter{name: "mount", mount: wandaMountFS})
+			out = append(out, &fsMounter{name: "mount", mount: wandaMountFS})
 		case "xrootdfs":
 			if !r.Have("xrootdfs") {
 				r.Note("xrootdfs: not installed (Debian xrootd-fuse), its rows skipped")
 				continue
 			}
-			out = append(out, fsMounter{name: "xrootdfs", mount: xrootdfsMount})
+			out = append(out, &fsMounter{name: "xrootdfs", mount: xrootdfsMount})
 		default:
 			r.Note("mounts: unknown %q (wanda, xrootdfs)", w)
 		}
@@ -121,7 +123,7 @@ func ioMountSteps(records []int64) int { return 4*len(records) + 1 }
 
 // ioMount runs the patterns on a file of a fresh mount of base (per
 // record length and pattern: cold on a fresh mount, then warm).
-func ioMount(ctx context.Context, r *Run, rep int, fm fsMounter, base, path string, size int64, records []int64, maxOps int, step func(string) error) error {
+func ioMount(ctx context.Context, r *Run, rep int, fm *fsMounter, base, path string, size int64, records []int64, maxOps int, step func(string) error) error {
 	with := func(fn func(dir string) error) error {
 		dir, err := os.MkdirTemp(r.Dir(), "mnt-")
 		if err != nil {
@@ -187,6 +189,9 @@ func ioMount(ctx context.Context, r *Run, rep int, fm fsMounter, base, path stri
 			if err := step(fmt.Sprintf("rep %d %s %s %s", rep, path, p.op, client.FormatBytes(rec))); err != nil {
 				return err
 			}
+			if fm.noCreate {
+				continue
+			}
 			err := with(func(dir string) error {
 				name := filepath.Join(dir, fmt.Sprintf("w-%s-%d.bin", p.op, rec))
 				buf := make([]byte, rec)
@@ -217,7 +222,8 @@ func ioMount(ctx context.Context, r *Run, rep int, fm fsMounter, base, path stri
 				// xrootdfs 5.5 cannot create a file on wanda's root://
 				// (its CREATE answers ENOENT though the server made the
 				// file): noted, not measured.
-				r.Note("%s %s: cannot create a file on the mount (%v): no write rows", path, p.op, nc.err)
+				r.Note("%s: cannot create a file on the mount (%v): no write rows for %s", path, nc.err, fm.name)
+				fm.noCreate = true
 				continue
 			}
 			if err != nil {
