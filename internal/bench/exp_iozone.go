@@ -52,6 +52,8 @@ func init() {
 			{Name: "window", Help: "emulated TCP window per connection (relayed paths)", Default: "4MiB"},
 			{Name: "maxops", Help: "most reads per remote point (seqread reads the file's first records, randread a random sample)", Default: "1000", Quick: "200"},
 			{Name: "fio-runtime", Help: "bound of one fio job", Default: "20s", Quick: "5s"},
+			{Name: "mount-block", Help: "block size of wanda mount's cache", Default: "1MiB"},
+			{Name: "mount-prefetch", Help: "blocks wanda mount fetches ahead of a sequential reader", Default: "16"},
 			{Name: "mounts", Help: "filesystems measured on the same path besides the client library: wanda (wanda mount, FUSE), xrootdfs (XRootD's FUSE client over root://); empty: none", Default: "wanda xrootdfs"},
 		},
 		Run: runIOzone,
@@ -113,7 +115,7 @@ func runIOzone(ctx context.Context, r *Run) error {
 		r.Note("fio: not installed (apt-get install fio), local-fio rows skipped")
 	}
 	perRep += len(rtts) * (2*len(records) + 2)
-	mounters := ioMounters(r, strings.Fields(r.Str("mounts")))
+	mounters := ioMounters(r, strings.Fields(r.Str("mounts")), r.Size("mount-block"), r.Int("mount-prefetch"))
 	perRep += len(rtts) * (1 + len(mounters)*ioMountSteps(records))
 	if len(mounters) > 0 {
 		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")

@@ -34,7 +34,7 @@ type fsMounter struct {
 }
 
 // ioMounters are the filesystems measured, the ones available.
-func ioMounters(r *Run, which []string) []*fsMounter {
+func ioMounters(r *Run, which []string, block int64, prefetch int) []*fsMounter {
 	var out []*fsMounter
 	for _, w := range which {
 		switch w {
@@ -43,7 +43,9 @@ func ioMounters(r *Run, which []string) []*fsMounter {
 				r.Note("mount rows skipped: /dev/fuse: %v", err)
 				continue
 			}
-			out = append(out, &fsMounter{name: "mount", mount: wandaMountFS})
+			out = append(out, &fsMounter{name: "mount", mount: func(ctx context.Context, base, dir, cache string) (func() error, error) {
+				return wandaMountFS(ctx, base, dir, cache, block, prefetch)
+			}})
 		case "xrootdfs":
 			if !r.Have("xrootdfs") {
 				r.Note("xrootdfs: not installed (Debian xrootd-fuse), its rows skipped")
@@ -57,12 +59,13 @@ func ioMounters(r *Run, which []string) []*fsMounter {
 	return out
 }
 
-func wandaMountFS(ctx context.Context, base, dir, cache string) (func() error, error) {
+func wandaMountFS(ctx context.Context, base, dir, cache string, block int64, prefetch int) (func() error, error) {
 	c := client.New()
 	xt := xrdclient.New(xrdclient.Options{})
 	c.Register("root", xt)
 	c.Register("roots", xt)
-	m, err := mount.New(mount.Options{URL: base + "/data", Dir: dir, Client: c, CacheDir: cache, CacheSize: 4 << 30})
+	m, err := mount.New(mount.Options{URL: base + "/data", Dir: dir, Client: c, CacheDir: cache, CacheSize: 4 << 30,
+		BlockSize: block, Prefetch: prefetch})
 	if err != nil {
 		return nil, err
 	}
