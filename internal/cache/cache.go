@@ -51,7 +51,12 @@ type Options struct {
 	// VerifyAlways checks a block's checksum every time it is served;
 	// otherwise once per block after it was loaded from disk.
 	VerifyAlways bool
-	ListTTL      time.Duration
+	// CoalesceReads makes the blocks that concurrent readers of a file
+	// miss while a fetch of that file runs go together in the next fetch
+	// (a vector read) rather than in a request each (the FUSE mount: many
+	// threads of one process reading small pieces at once).
+	CoalesceReads bool
+	ListTTL       time.Duration
 	// Passthrough sends writes to the upstream; otherwise they are refused.
 	Passthrough  bool
 	StallTimeout time.Duration

@@ -181,11 +181,14 @@ func New(o Options) (*Mount, error) {
 		Revalidate:    o.AttrTTL,
 		// A file already cached stays readable while the server is down.
 		StaleIfError: true,
-		ListTTL:      o.AttrTTL,
-		StallTimeout: o.Stall,
-		Client:       o.Client,
-		Log:          o.Log,
-		Registry:     o.Registry,
+		// Concurrent small reads of a file (threads of one job) go up as
+		// vector reads.
+		CoalesceReads: true,
+		ListTTL:       o.AttrTTL,
+		StallTimeout:  o.Stall,
+		Client:        o.Client,
+		Log:           o.Log,
+		Registry:      o.Registry,
 	})
 	o.Client.HTTP.UserAgent = ua
 	if err != nil {

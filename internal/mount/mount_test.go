@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -380,4 +382,57 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Many threads reading small pieces of a cold file at once: the blocks
+// they miss while a fetch runs go up together (vector reads), not in a
+// request each.
+func TestConcurrentSmallReadsCoalesce(t *testing.T) {
+	s, data, _ := startServer(t)
+	want := randBytes(48<<20, 17)
+	if err := os.WriteFile(filepath.Join(data, "many"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks of 256 KiB, reads 1 MiB apart in a shuffled order: no read
+	// looks sequential (no prefetch), none shares a block.
+	_, mnt := mountT(t, s.URL+"/data", func(o *Options) { o.BlockSize = 256 << 10 })
+	f, err := os.Open(filepath.Join(mnt, "many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gets := func() int { return strings.Count(s.Log(), "method=GET path=/data/many") }
+	before := gets()
+	const readers = 48
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	order := rand.New(rand.NewPCG(5, 6)).Perm(readers)
+	for i := range readers {
+		wg.Go(func() {
+			off := int64(order[i])*(1<<20) + 12345
+			buf := make([]byte, 4096)
+			<-start
+			if _, err := f.ReadAt(buf, off); err != nil {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(buf, want[off:off+4096]) {
+				errs <- errors.New("bytes differ at " + strconv.FormatInt(off, 10))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The access log line is written when the request ends: poll.
+	var n int
+	waitFor(t, 5*time.Second, "the GETs in the access log", func() bool { n = gets() - before; return n > 0 })
+	t.Logf("%d concurrent 4 KiB reads of distinct blocks: %d GET requests", readers, n)
+	if n > readers/2 {
+		t.Errorf("%d GET requests for %d concurrent reads: not coalesced", n, readers)
+	}
 }
