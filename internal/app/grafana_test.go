@@ -27,7 +27,9 @@ import (
 // for every metric they hold, those without a sample yet included.
 func TestGrafanaMetricsExist(t *testing.T) {
 	have := map[string]bool{}
-	f := fedtest.Start(t, fedtest.Options{Sites: 1, ServersPerSite: 1})
+	f := fedtest.Start(t, fedtest.Options{Sites: 1, ServersPerSite: 1, Redirector: func(_ string, cfg *config.Config) {
+		cfg.Redirector.Probe = config.Probe{Path: "/store/test/{site}/probe.dat", Every: time.Hour, Timeout: time.Second}
+	}})
 	for _, n := range append([]*fedtest.Node{f.Sites[0].Redirector}, f.Sites[0].Servers...) {
 		for _, m := range n.MetricNames() {
 			have[m] = true
@@ -80,7 +82,7 @@ func TestGrafanaMetricsExist(t *testing.T) {
 			exprs = append(exprs, r.Expr)
 		}
 	}
-	for _, a := range []string{"WandaSiteDown", "WandaHTTPErrorRate", "WandaCacheFull"} {
+	for _, a := range []string{"WandaSiteDown", "WandaSiteProbeFailed", "WandaHTTPErrorRate", "WandaCacheFull"} {
 		if !slices.Contains(alerts, a) {
 			t.Errorf("alerts.yml has no %s (has %v)", a, alerts)
 		}

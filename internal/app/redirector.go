@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/monitor/probe"
 	"github.com/wanda-fed/wanda/internal/redirector"
 	"github.com/wanda-fed/wanda/internal/ui"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
@@ -113,11 +116,33 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// Locate names replicas and local paths: on a protected site, for
 	// the federation (its token) and for clients who may read the path.
 	locate := locateGate{next: gated, policy: r.policy, token: c.Token}
+	var prober *probe.Prober
+	if pc := c.Probe; pc.Path != "" {
+		po := probe.Options{Redirector: u, Path: pc.Path, Write: pc.Write, Every: pc.Every, Timeout: pc.Timeout,
+			Members: func(ctx context.Context) []fed.Node { return probe.Flatten(rd.Topology(ctx, 8)) },
+			Log:     r.log.With("component", "probe"), Registry: r.reg}
+		if pc.TokenFile != "" {
+			po.Token = func() (string, error) {
+				b, err := os.ReadFile(pc.TokenFile)
+				return strings.TrimSpace(string(b)), err
+			}
+		}
+		if prober, err = probe.New(po); err != nil {
+			return err
+		}
+		probeCtx, stopProbes := context.WithCancel(ctx)
+		defer stopProbes()
+		go prober.Run(probeCtx)
+	}
 	var dash http.Handler
 	if c.UI {
 		// The dashboard shows what the topology API tells, plus the
 		// members' own /metrics: read only, open as the API is.
-		d := ui.New(ui.Options{Topology: rd.Topology, Log: r.log.With("component", "ui")})
+		uo := ui.Options{Topology: rd.Topology, Log: r.log.With("component", "ui")}
+		if prober != nil {
+			uo.Probes = prober.Sites
+		}
+		d := ui.New(uo)
 		uiCtx, stopUI := context.WithCancel(ctx)
 		defer stopUI()
 		go d.Run(uiCtx)
@@ -127,6 +152,8 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		switch p := req.URL.Path; {
 		case p == "/api/v1/locate":
 			locate.ServeHTTP(w, req)
+		case p == "/api/v1/probes":
+			serveProbes(w, req, prober)
 		case dash != nil && (p == "/ui" || strings.HasPrefix(p, "/ui/")):
 			dash.ServeHTTP(w, req)
 		default:
@@ -217,4 +244,22 @@ func triedSet(hosts []string) map[string]bool {
 		tried[strings.ToLower(h)] = true
 	}
 	return tried
+}
+
+// serveProbes answers GET /api/v1/probes: every probed site's state and
+// its probes' results.
+func serveProbes(w http.ResponseWriter, req *http.Request, p *probe.Prober) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if p == nil {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error": "no probes are configured (redirector.probe.path)"}` + "\n"))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"sites": p.Sites()})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/monitor/probe"
 )
 
 // member is what the dashboard knows of one node of the tree.
@@ -258,6 +259,7 @@ type State struct {
 	Members    []MemberState `json:"members"`
 	Sites      []SiteState   `json:"sites"`
 	Failures   []Failure     `json:"failures"` // newest first
+	Probes     []probe.Site  `json:"probes"`
 }
 
 // MemberState is one node of the tree.
@@ -291,6 +293,10 @@ type SiteState struct {
 	Failed  int     `json:"failed"`
 	OutBps  float64 `json:"out_bytes_per_s"`
 	InBps   float64 `json:"in_bytes_per_s"`
+	// Probe is "ok" or "failed" once the site was probed, with the
+	// failure's Reason.
+	Probe       string `json:"probe,omitempty"`
+	ProbeReason string `json:"probe_reason,omitempty"`
 }
 
 // State is the dashboard's view now.
@@ -344,6 +350,21 @@ func (d *Dashboard) State() State {
 		}
 		s.OutBps += r.out
 		s.InBps += r.in
+	}
+	st.Probes = []probe.Site{}
+	if d.o.Probes != nil {
+		st.Probes = d.o.Probes()
+	}
+	for _, ps := range st.Probes {
+		s := sites[ps.Site]
+		if s == nil {
+			s = &SiteState{Site: ps.Site}
+			sites[s.Site] = s
+		}
+		s.Probe = "ok"
+		if !ps.OK {
+			s.Probe, s.ProbeReason = "failed", ps.Reason
+		}
 	}
 	for _, s := range sites {
 		st.Sites = append(st.Sites, *s)

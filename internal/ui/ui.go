@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/monitor/probe"
 )
 
 //go:embed assets
@@ -48,6 +49,9 @@ type Options struct {
 	Every time.Duration
 	Keep  int
 	Log   *slog.Logger
+	// Probes, when set, is the sites' probe results (the Sites table
+	// shows them; a failed probe fails its site).
+	Probes func() []probe.Site
 }
 
 // Dashboard samples the federation and serves the page.

@@ -52,8 +52,9 @@ type Options struct {
 	// Members lists the servers to probe, with their site labels (the
 	// redirector's tree, flattened).
 	Members func(ctx context.Context) []fed.Node
-	// Header adds headers to every probe request (a bearer token).
-	Header http.Header
+	// Token, when set, gives the bearer token the probes send (asked at
+	// every request: a token file is re-read as it is renewed).
+	Token func() (string, error)
 	// Client makes the requests (default: one that follows redirects).
 	Client   *http.Client
 	Log      *slog.Logger
@@ -288,10 +289,13 @@ func (p *Prober) write(ctx context.Context, site, target, url string) Result {
 }
 
 func (p *Prober) headers(req *http.Request) {
-	for k, vs := range p.o.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
+	if p.o.Token == nil {
+		return
+	}
+	if tok, err := p.o.Token(); err == nil && tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	} else if err != nil {
+		p.o.Log.Warn("the probes' token cannot be read", "err", err)
 	}
 }
 
@@ -340,6 +344,32 @@ func (p *Prober) record(r Result) {
 			"failed_for", strconv.FormatFloat(r.At.Sub(old.Since).Seconds(), 'f', 0, 64)+"s")
 	}
 	p.results[key] = r
+}
+
+// Flatten lists the members of a redirector's tree with their sites: a
+// member without a site label takes its redirector's.
+func Flatten(n fed.Node) []fed.Node {
+	var out []fed.Node
+	var walk func(n fed.Node, site string)
+	walk = func(n fed.Node, site string) {
+		if s := n.Labels["site"]; s != "" {
+			site = s
+		}
+		for _, c := range n.Children {
+			m := c
+			if m.Labels["site"] == "" && site != "" {
+				m.Labels = map[string]string{"site": site}
+				for k, v := range c.Labels {
+					m.Labels[k] = v
+				}
+			}
+			m.Children = nil
+			out = append(out, m)
+			walk(c, site)
+		}
+	}
+	walk(n, "")
+	return out
 }
 
 // Sites is every probed site's state, by name.

@@ -35,9 +35,12 @@ function render(st) {
   document.getElementById("redirector").textContent = st.redirector;
   document.getElementById("updated").textContent = "sampled " + new Date(st.time).toLocaleTimeString();
   fill("sites", st.sites, (tr, s) => {
+    tr.dataset.site = s.site;
+    tr.dataset.probe = s.probe || "";
     cell(tr, s.site);
     cell(tr, s.members);
     cell(tr, s.failed, s.failed > 0 ? "failed" : "");
+    cell(tr, s.probe ? s.probe + (s.probe_reason ? ": " + s.probe_reason : "") : "", s.probe ? "status " + s.probe : "");
     cell(tr, rate(s.out_bytes_per_s));
     cell(tr, rate(s.in_bytes_per_s));
   });
@@ -60,6 +63,17 @@ function render(st) {
     cell(tr, m.requests_per_s > 0 ? pct(m.error_ratio) : "", m.error_ratio > 0.05 ? "failed" : "");
     cell(tr, m.cache_hit_ratio === undefined ? "" : pct(m.cache_hit_ratio));
     cell(tr, (m.last_seen_ms_ago / 1000).toFixed(1) + " s ago");
+  });
+  const probes = [];
+  for (const s of st.probes || []) for (const r of s.results) probes.push(r);
+  fill("probes", probes, (tr, r) => {
+    cell(tr, r.site);
+    cell(tr, r.target, "url");
+    cell(tr, r.kind);
+    cell(tr, r.ok ? "ok" : "failed: " + r.reason, "status " + (r.ok ? "ok" : "failed"));
+    cell(tr, r.server || "", "url");
+    cell(tr, r.seconds.toFixed(3));
+    cell(tr, new Date(r.since).toLocaleTimeString());
   });
   fill("failures", st.failures, (tr, f) => {
     cell(tr, new Date(f.time).toLocaleTimeString());
