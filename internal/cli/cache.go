@@ -18,6 +18,7 @@ import (
 func newCacheCmd() *cobra.Command {
 	var (
 		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify string
+		check                                                                                        bool
 		upToken                                                                                      string
 		prefetch, streams                                                                            int
 		ff                                                                                           fedFlags
@@ -94,6 +95,10 @@ block and LRU purging between watermarks (docs/cache.md).
 				return err
 			}
 			defer c.Close()
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda cache: the configuration is valid (listen %s); --check: not serving\n", k.Listen)
+				return nil
+			}
 			ln, err := app.Listen(k.Listen)
 			if err != nil {
 				return err
@@ -103,6 +108,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.DefaultCache().Listen, "address to serve HTTP(S) on")
 	f.StringVar(&upstream, "upstream", "", "the server or redirector to read from (http(s)://host:port)")
 	f.StringVar(&dir, "dir", "", "directory for cached blocks (kept across restarts)")

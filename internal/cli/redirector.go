@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -65,6 +66,7 @@ func (f *fedFlags) apply(cmd *cobra.Command, join *[]string, advertise, id *stri
 func newRedirectorCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat string
+		check                                bool
 		ff                                   fedFlags
 		af                                   authFlags
 		rf                                   recordsFlags
@@ -128,6 +130,10 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if err != nil {
 				return err
 			}
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda redirector: the configuration is valid (listen %s); --check: not serving\n", r.Listen)
+				return nil
+			}
 			ln, err := app.Listen(r.Listen)
 			if err != nil {
 				return err
@@ -137,6 +143,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
 	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...]: any HTTP server, asked with HEAD (root:// clients go to HOST:PORT if given, else to URL's), or root://HOST:PORT=PREFIX, an XRootD server or cmsd without HTTP, asked with kXR_stat")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -15,6 +15,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat, bufferMemory, tpcCA string
+		check                                                     bool
 		exports, exportsRO, tpcAllow                              []string
 		ff                                                        fedFlags
 		af                                                        authFlags
@@ -94,6 +95,10 @@ Flags override the config file; --export adds to its exports.
 				return err
 			}
 			defer srv.Close()
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda server: the configuration is valid (listen %s); --check: not serving\n", cfg.Server.Listen)
+				return nil
+			}
 			ln, err := app.Listen(cfg.Server.Listen)
 			if err != nil {
 				return err
@@ -103,6 +108,7 @@ Flags override the config file; --export adds to its exports.
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringArrayVar(&exports, "export", nil, "export a directory: PREFIX=DIR (repeatable)")
 	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
