@@ -146,6 +146,16 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 			if status >= 500 {
 				level = slog.LevelError
 			}
+			if acc != nil && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
+				// Its record says all the access line would (and more):
+				// the access is not written twice. Errors are logged
+				// either way, and both are written at debug level.
+				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
+				if p != nil {
+					panic(p)
+				}
+				return
+			}
 			attrs := []slog.Attr{
 				slog.String("id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Int64("out", rec.n.Load()), slog.Int64("in", body.n.Load()),
