@@ -41,6 +41,11 @@ type counters struct {
 	reqs, errs   float64 // requests, and those that failed on the server's side
 	hits, misses float64 // cache reads from cached blocks only / needing upstream
 	cache        bool    // the member reports cache counters
+	openFiles    float64 // root:// files open now (a gauge)
+	// classes counts the failed requests by class: "http 503",
+	// "root kXR_NoSpace"... (client errors included: a storm of 404s or
+	// 403s is worth seeing).
+	classes map[string]float64
 }
 
 // siteSample is the sites' throughput at one moment, for the charts.
@@ -224,6 +229,26 @@ func (d *Dashboard) scrape(ctx context.Context, base string) (counters, error) {
 			r := label(m, "result")
 			return r != "ok" && r != "kXR_NotFound" && r != "kXR_NotAuthorized"
 		})
+	c.classes = map[string]float64{}
+	if mf := mfs["wanda_http_requests_total"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			if code := label(m, "code"); code >= "400" {
+				c.classes["http "+code] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if mf := mfs["wanda_xrootd_requests_total"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			if res := label(m, "result"); res != "ok" {
+				c.classes["root "+res] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if mf := mfs["wanda_xrootd_open_files"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			c.openFiles += m.GetGauge().GetValue()
+		}
+	}
 	_, c.cache = mfs["wanda_cache_hit_requests_total"]
 	c.hits = sum("wanda_cache_hit_requests_total", nil)
 	c.misses = sum("wanda_cache_miss_requests_total", nil)
@@ -235,12 +260,17 @@ func (d *Dashboard) scrape(ctx context.Context, base string) (counters, error) {
 type rate struct {
 	out, in, reqs, errs, hits, misses float64
 	cache                             bool
+	openFiles                         float64
+	classes                           map[string]float64 // per second
 }
 
 func (m *member) rates() rate {
 	n := len(m.samples)
 	if n < 2 {
-		return rate{cache: n == 1 && m.samples[0].cache}
+		if n == 1 {
+			return rate{cache: m.samples[0].cache, openFiles: m.samples[0].openFiles}
+		}
+		return rate{}
 	}
 	a, b := m.samples[n-2], m.samples[n-1]
 	s := b.at.Sub(a.at).Seconds()
@@ -248,8 +278,17 @@ func (m *member) rates() rate {
 		return rate{cache: b.cache}
 	}
 	pos := func(x float64) float64 { return max(x, 0) / s } // a restart resets the counters
-	return rate{out: pos(b.out - a.out), in: pos(b.in - a.in), reqs: pos(b.reqs - a.reqs), errs: pos(b.errs - a.errs),
-		hits: pos(b.hits - a.hits), misses: pos(b.misses - a.misses), cache: b.cache}
+	r := rate{out: pos(b.out - a.out), in: pos(b.in - a.in), reqs: pos(b.reqs - a.reqs), errs: pos(b.errs - a.errs),
+		hits: pos(b.hits - a.hits), misses: pos(b.misses - a.misses), cache: b.cache, openFiles: b.openFiles}
+	for k, v := range b.classes {
+		if x := pos(v - a.classes[k]); x > 0 {
+			if r.classes == nil {
+				r.classes = map[string]float64{}
+			}
+			r.classes[k] = x
+		}
+	}
+	return r
 }
 
 // State is what the page shows (GET /ui/api/state).
@@ -282,8 +321,12 @@ type MemberState struct {
 	InBps       float64  `json:"in_bytes_per_s"`
 	ReqPerS     float64  `json:"requests_per_s"`
 	ErrorRatio  float64  `json:"error_ratio"`
-	CacheHit    *float64 `json:"cache_hit_ratio,omitempty"`
-	Metrics     string   `json:"metrics_error,omitempty"`
+	// ErrorClasses is failed requests per second by class ("http 404",
+	// "http 503", "root kXR_NoSpace"); OpenFiles the root:// files open.
+	ErrorClasses map[string]float64 `json:"error_classes,omitempty"`
+	OpenFiles    float64            `json:"open_files"`
+	CacheHit     *float64           `json:"cache_hit_ratio,omitempty"`
+	Metrics      string             `json:"metrics_error,omitempty"`
 }
 
 // SiteState sums a site's members.
@@ -315,7 +358,8 @@ func (d *Dashboard) State() State {
 		}
 		ms := MemberState{URL: n.URL, ID: n.ID, Role: n.Role, Site: m.site, Depth: m.depth, Parent: m.parent, Status: "ok",
 			LastSeenMS: seen, Active: n.Load.Active, Connections: n.Load.Connections, FreeBytes: n.Load.FreeBytes,
-			TotalBytes: n.Load.TotalBytes, OutBps: r.out, InBps: r.in, ReqPerS: r.reqs, Metrics: m.scrape}
+			TotalBytes: n.Load.TotalBytes, OutBps: r.out, InBps: r.in, ReqPerS: r.reqs, Metrics: m.scrape,
+			ErrorClasses: r.classes, OpenFiles: r.openFiles}
 		for _, e := range n.Exports {
 			ms.Exports = append(ms.Exports, e.Prefix)
 		}

@@ -33,6 +33,7 @@ func TestState(t *testing.T) {
 			fmt.Fprintf(w, "# TYPE wanda_xrootd_sent_bytes_total counter\nwanda_xrootd_sent_bytes_total{role=\"server\"} %d\n", n*500)
 			fmt.Fprintf(w, "# TYPE wanda_http_requests_total counter\nwanda_http_requests_total{role=\"server\",method=\"GET\",code=\"200\"} %d\n", n*9)
 			fmt.Fprintf(w, "wanda_http_requests_total{role=\"server\",method=\"GET\",code=\"503\"} %d\n", n)
+			fmt.Fprintf(w, "# TYPE wanda_xrootd_open_files gauge\nwanda_xrootd_open_files{role=\"server\"} 2\n")
 			if cache {
 				fmt.Fprintf(w, "# TYPE wanda_cache_hit_requests_total counter\nwanda_cache_hit_requests_total %d\n", n*3)
 				fmt.Fprintf(w, "# TYPE wanda_cache_miss_requests_total counter\nwanda_cache_miss_requests_total %d\n", n)
@@ -71,6 +72,9 @@ func TestState(t *testing.T) {
 	// 10 more: 15,000 bytes over 2 s; 100 requests of which 10 were 503.
 	if srv.OutBps != 7500 || srv.ErrorRatio < 0.099 || srv.ErrorRatio > 0.101 || srv.CacheHit != nil {
 		t.Errorf("server: out %.0f B/s, error ratio %.3f, cache %v", srv.OutBps, srv.ErrorRatio, srv.CacheHit)
+	}
+	if srv.ErrorClasses["http 503"] != 5 || srv.OpenFiles != 2 {
+		t.Errorf("server: error classes %v (want http 503 at 5/s), open files %v (want 2)", srv.ErrorClasses, srv.OpenFiles)
 	}
 	if c := st.Members[2]; c.CacheHit == nil || *c.CacheHit != 0.75 {
 		t.Errorf("cache hit ratio %v, want 0.75", c.CacheHit)

@@ -56,11 +56,14 @@ function render(st) {
     cell(tr, (m.exports || []).join(" "));
     cell(tr, m.active);
     cell(tr, m.connections);
+    cell(tr, m.open_files);
     cell(tr, m.total_bytes ? bytes(m.free_bytes) + " of " + bytes(m.total_bytes) : "");
     cell(tr, rate(m.out_bytes_per_s));
     cell(tr, rate(m.in_bytes_per_s));
     cell(tr, m.requests_per_s.toFixed(1));
     cell(tr, m.requests_per_s > 0 ? pct(m.error_ratio) : "", m.error_ratio > 0.05 ? "failed" : "");
+    cell(tr, Object.entries(m.error_classes || {}).sort((a, b) => b[1] - a[1]).slice(0, 4)
+      .map(([k, v]) => k + " " + v.toFixed(1)).join(", "));
     cell(tr, m.cache_hit_ratio === undefined ? "" : pct(m.cache_hit_ratio));
     cell(tr, (m.last_seen_ms_ago / 1000).toFixed(1) + " s ago");
   });
