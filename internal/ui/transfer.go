@@ -47,14 +47,9 @@ func TransferHandler(svc TransferService) http.Handler {
 	sub, _ := fs.Sub(assets, "assets")
 	files := http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "the dashboard is read only", http.StatusMethodNotAllowed)
+		if !readOnly(w, r) {
 			return
 		}
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'")
 		switch p := r.URL.Path; p {
 		case "/ui":
 			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
@@ -70,7 +65,7 @@ func TransferHandler(svc TransferService) http.Handler {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(st)
-		case "/ui/transfers.html", "/ui/transfers.js", "/ui/style.css", "/ui/favicon.svg":
+		case "/ui/transfers.html", "/ui/transfers.js", "/ui/common.js", "/ui/style.css", "/ui/favicon.svg":
 			files.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)

@@ -122,14 +122,9 @@ func (d *Dashboard) Handler() http.Handler {
 	sub, _ := fs.Sub(assets, "assets")
 	files := http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "the dashboard is read only", http.StatusMethodNotAllowed)
+		if !readOnly(w, r) {
 			return
 		}
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'")
 		switch p := r.URL.Path; {
 		case p == "/ui":
 			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
@@ -160,4 +155,19 @@ func (d *Dashboard) fresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	d.sample(ctx)
+}
+
+// readOnly refuses what is not a GET or HEAD (false) and sets the
+// pages' headers: nothing cached, nothing but this origin's scripts,
+// styles and images.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the dashboard is read only", http.StatusMethodNotAllowed)
+		return false
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'")
+	return true
 }

@@ -1,25 +1,6 @@
 // The transfer service's page: asks /ui/api/state every two seconds.
 "use strict";
 
-function cell(tr, text, cls) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (cls) td.className = cls;
-  tr.appendChild(td);
-  return td;
-}
-
-function fill(id, rows, build) {
-  const tbody = document.querySelector("#" + id + " tbody");
-  const fresh = document.createElement("tbody");
-  for (const r of rows) {
-    const tr = document.createElement("tr");
-    build(tr, r);
-    fresh.appendChild(tr);
-  }
-  tbody.replaceWith(fresh);
-}
-
 const stateClass = {FAILED: "failed", FINISHEDDIRTY: "drained", CANCELED: "drained", FINISHED: "ok", ACTIVE: "ok", SUBMITTED: ""};
 
 function render(st) {
