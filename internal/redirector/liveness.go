@@ -131,11 +131,13 @@ loop:
 }
 
 // unreachable reports an error that says the member's address took no
-// connection: nothing listens there (refused), or no route.
+// connection: nothing listens there (refused), or no route to it. A dial
+// that timed out or was canceled (the lookup's deadline, a busy machine)
+// says nothing about the member and does not count.
 func unreachable(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return false
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
