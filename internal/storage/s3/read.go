@@ -1,0 +1,212 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wanda-fed/wanda/internal/storage"
+)
+
+// parallelMin is the smallest read split into parallel ranged GETs, each
+// of at least parallelMin/2 bytes.
+const parallelMin = 8 << 20
+
+// Open finds the object and pins its ETag: every read of the file asks for
+// that version (If-Match) and fails with storage.ErrConflict once the
+// object was replaced.
+func (b *Backend) Open(ctx context.Context, name string) (storage.File, error) {
+	if name == "" {
+		return nil, fmt.Errorf("open of the root: %w", storage.ErrIsDir)
+	}
+	oi, ok, err := b.head(ctx, name)
+	if err != nil {
+		return nil, opErr("open", name, err)
+	}
+	if !ok {
+		exists, _, _, err := b.dirState(ctx, name)
+		switch {
+		case err != nil:
+			return nil, opErr("open", name, err)
+		case exists:
+			return nil, fmt.Errorf("open %q: %w", name, storage.ErrIsDir)
+		}
+		return nil, fmt.Errorf("open %q: %w", name, storage.ErrNotFound)
+	}
+	return &file{b: b, name: name, key: b.key(name), oi: oi}, nil
+}
+
+// file is an open object. Sequential reads (each starting where the last
+// ended) share one GET that streams to the end of the object; other reads
+// are ranged GETs of just their bytes, split into parallel ones when large.
+type file struct {
+	b    *Backend
+	name string
+	key  string
+	oi   minio.ObjectInfo
+
+	mu     sync.Mutex
+	seq    *stream // idle sequential stream, nil when none
+	next   int64   // where the last ranged read ended
+	closed bool
+}
+
+// stream is an open GET body positioned at pos.
+type stream struct {
+	body io.ReadCloser
+	pos  int64
+}
+
+func (f *file) Stat() (storage.FileInfo, error) { return fileInfo(f.name, f.oi), nil }
+
+func (f *file) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.seq != nil {
+		f.seq.body.Close()
+		f.seq = nil
+	}
+	return nil
+}
+
+// ReadAt reads len(p) bytes at off, or up to the end of the object with
+// io.EOF.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	size := f.oi.Size
+	if off < 0 {
+		return 0, fmt.Errorf("read %q: negative offset: %w", f.name, storage.ErrBadPath)
+	}
+	if off >= size || len(p) == 0 {
+		if len(p) == 0 && off < size {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	want := p
+	if rest := size - off; int64(len(p)) > rest {
+		want = p[:rest]
+	}
+	var err error
+	switch {
+	case len(want) >= parallelMin:
+		err = f.readParallel(want, off)
+	default:
+		err = f.readSeq(want, off)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(want) < len(p) {
+		return len(want), io.EOF
+	}
+	return len(want), nil
+}
+
+// readSeq reads from the idle stream when it is at off, else opens one to
+// the end of the object when the previous read ended at off (a sequential
+// reader), else reads just the range.
+func (f *file) readSeq(p []byte, off int64) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return fmt.Errorf("read %q: %w", f.name, errors.New("file closed"))
+	}
+	s := f.seq
+	if s != nil && s.pos == off {
+		f.seq = nil
+	} else {
+		s = nil
+	}
+	sequential := f.next == off && off > 0
+	f.next = off + int64(len(p))
+	f.mu.Unlock()
+	ctx := context.Background()
+	if s == nil {
+		end := off + int64(len(p)) - 1
+		if sequential {
+			end = f.oi.Size - 1
+		}
+		body, err := f.get(ctx, off, end)
+		if err != nil {
+			return err
+		}
+		if !sequential {
+			defer body.Close()
+			return f.fill(body, p)
+		}
+		s = &stream{body: body, pos: off}
+	}
+	if err := f.fill(s.body, p); err != nil {
+		s.body.Close()
+		return err
+	}
+	s.pos += int64(len(p))
+	f.mu.Lock()
+	if f.closed || s.pos >= f.oi.Size {
+		s.body.Close()
+	} else {
+		if f.seq != nil {
+			f.seq.body.Close()
+		}
+		f.seq = s
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// readParallel splits p into ranged GETs run at once.
+func (f *file) readParallel(p []byte, off int64) error {
+	n := min(f.b.conc, len(p)/(parallelMin/2))
+	chunk := (len(p) + n - 1) / n
+	g := errgroup.Group{}
+	for i := 0; i < len(p); i += chunk {
+		part := p[i:min(i+chunk, len(p))]
+		at := off + int64(i)
+		g.Go(func() error {
+			body, err := f.get(context.Background(), at, at+int64(len(part))-1)
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			return f.fill(body, part)
+		})
+	}
+	return g.Wait()
+}
+
+// get opens a ranged GET of the pinned version.
+func (f *file) get(ctx context.Context, first, last int64) (io.ReadCloser, error) {
+	var o minio.GetObjectOptions
+	if err := o.SetMatchETag(f.oi.ETag); err != nil {
+		return nil, opErr("read", f.name, err)
+	}
+	if err := o.SetRange(first, last); err != nil {
+		return nil, opErr("read", f.name, err)
+	}
+	body, _, _, err := f.b.core.GetObject(ctx, f.b.bucket, f.key, o)
+	if err != nil {
+		err = mapErr(err)
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+			return nil, fmt.Errorf("read %q: %w: the object was replaced or removed since it was opened", f.name, storage.ErrConflict)
+		}
+		return nil, fmt.Errorf("read %q: %w", f.name, err)
+	}
+	return body, nil
+}
+
+// fill reads exactly len(p) bytes of body.
+func (f *file) fill(body io.Reader, p []byte) error {
+	if _, err := io.ReadFull(body, p); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %q: %w: the object ended early (replaced while read?)", f.name, storage.ErrConflict)
+		}
+		return fmt.Errorf("read %q: %w: %w", f.name, storage.ErrUpstream, err)
+	}
+	return nil
+}
