@@ -42,7 +42,7 @@ log:
 	}
 	s := cfg.Server
 	if s.Listen != ":8443" || s.ShutdownTimeout != 45*time.Second ||
-		len(s.Exports) != 2 || s.Exports[0] != (Export{"/store", dir, true}) || s.Exports[1].Path != "/data/user" ||
+		len(s.Exports) != 2 || s.Exports[0] != (Export{Prefix: "/store", Path: dir, ReadOnly: true}) || s.Exports[1].Path != "/data/user" ||
 		s.TLS != (TLS{"c.pem", "k.pem"}) || !s.TLS.Enabled() ||
 		s.HTTP.MaxRanges != 100 || s.HTTP.ReadHeaderTimeout != 90*time.Second || s.HTTP.IdleTimeout != 250*time.Millisecond || s.HTTP.MakeParents ||
 		!slices.Equal(s.Checksums.OnWrite, []string{"adler32", "md5"}) || s.Checksums.SidecarDir != "/var/cache/wanda" ||
