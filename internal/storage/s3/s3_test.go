@@ -298,11 +298,12 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestForeignLayout: keys written by other tools (no markers, an object
-// and a prefix of one name) list as documented.
+// TestForeignLayout: keys written by other tools (no markers) list as
+// documented. (An object and a prefix of one name cannot be made on
+// MinIO, which refuses them; AWS allows them.)
 func TestForeignLayout(t *testing.T) {
 	b, bucket := newBackend(t, "", nil)
-	for _, k := range []string{"a", "a/b", "x/y/z"} {
+	for _, k := range []string{"a", "x/y/z"} {
 		if _, err := srv.Client.PutObject(t.Context(), bucket, k, strings.NewReader(k), int64(len(k)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -317,8 +318,8 @@ func TestForeignLayout(t *testing.T) {
 	if fi, err := b.Stat(t.Context(), "x/y"); err != nil || !fi.IsDir {
 		t.Errorf("Stat(x/y) = %+v, %v", fi, err)
 	}
-	if fis, err := b.List(t.Context(), "a"); err != nil || len(fis) != 1 || fis[0].Name != "b" {
-		t.Errorf("List(a) = %+v, %v", fis, err)
+	if _, err := b.List(t.Context(), "a"); !errors.Is(err, storage.ErrNotDir) {
+		t.Errorf("List(a) = %v, want ErrNotDir", err)
 	}
 	// Removing x/y/z keeps x/y, as a POSIX directory would stay.
 	if err := b.Remove(t.Context(), "x/y/z"); err != nil {
