@@ -1,0 +1,126 @@
+package interop
+
+import (
+	"fmt"
+	"hash/adler32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/wanda-fed/wanda/internal/s3test"
+	"github.com/wanda-fed/wanda/internal/testproc"
+)
+
+// s3Env is the test environment without AWS settings, plus the standard
+// AWS variables that point at s (the contract of docs/s3.md: nothing else
+// is needed).
+func s3Env(s *s3test.Server) []string {
+	var env []string
+	for _, kv := range cleanEnv() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, s.Env()...)
+}
+
+// startS3Server runs `wanda server --export /store=s3://BUCKET/pre` as a
+// child process with only the AWS variables set.
+func startS3Server(t *testing.T, s *s3test.Server, bucket string) *testproc.Process {
+	t.Helper()
+	return testproc.StartProcess(t, s3Env(s), "server", "--listen", "127.0.0.1:0",
+		"--export", "/store=s3://"+bucket+"/pre", "--log-format", "json")
+}
+
+// A wanda server over an S3 bucket (MinIO): curl uploads and reads
+// (whole, single and multiple ranges, checksum, delete) and xrdcp reads
+// through root://; the objects land in the bucket under the prefix.
+func TestS3Export(t *testing.T) {
+	requireTool(t, "curl")
+	s := s3test.Start(t)
+	bucket := s.Bucket(t)
+	// An object written by another S3 client before the server starts.
+	direct := randomBytes(3<<20+17, 9)
+	if _, err := s.Client.PutObject(t.Context(), bucket, "pre/direct/d.bin", strings.NewReader(string(direct)), int64(len(direct)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := startS3Server(t, s, bucket)
+	dir := t.TempDir()
+
+	// PUT of 20 MiB: a multipart upload of three parts.
+	data := randomBytes(20<<20+5, 3)
+	src := filepath.Join(dir, "up.bin")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := curl(t, "-T", src, p.URL+"/store/up.bin"); r.Status != 201 && r.Status != 204 {
+		t.Fatalf("PUT status %d: %s", r.Status, r.Body)
+	}
+	oi, err := s.Client.StatObject(t.Context(), bucket, "pre/up.bin", minio.StatObjectOptions{})
+	if err != nil || oi.Size != int64(len(data)) {
+		t.Fatalf("object in the bucket: %+v, %v", oi, err)
+	}
+	obj, err := s.Client.GetObject(t.Context(), bucket, "pre/up.bin", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "the object wanda uploaded, read from MinIO", got, data)
+
+	t.Run("GET", func(t *testing.T) {
+		r := curl(t, p.URL+"/store/up.bin")
+		if r.Status != 200 {
+			t.Fatalf("status %d", r.Status)
+		}
+		sameBytes(t, "GET", r.Body, data)
+		r = curl(t, p.URL+"/store/direct/d.bin")
+		sameBytes(t, "GET of an object written directly", r.Body, direct)
+	})
+	t.Run("ranges", func(t *testing.T) {
+		r := curl(t, "-r", "1000-1999", p.URL+"/store/up.bin")
+		if r.Status != 206 {
+			t.Fatalf("status %d", r.Status)
+		}
+		sameBytes(t, "range", r.Body, data[1000:2000])
+		want := []span{{0, 9}, {9 << 20, 9<<20 + 99}, {20 << 20, 20<<20 + 4}}
+		r = curl(t, "-r", "0-9,9437184-9437283,20971520-20971524", p.URL+"/store/up.bin")
+		checkMultipart(t, r, data, want)
+	})
+	t.Run("checksum", func(t *testing.T) {
+		want := fmt.Sprintf("adler32=%08x", adler32.Checksum(data))
+		if d := curl(t, "-I", "-H", "Want-Digest: adler32", p.URL+"/store/up.bin").Header.Get("Digest"); d != want {
+			t.Errorf("Digest %q, want %q", d, want)
+		}
+	})
+	t.Run("listing", func(t *testing.T) {
+		r := curl(t, "-X", "PROPFIND", "-H", "Depth: 1", p.URL+"/store/")
+		if r.Status != 207 || !strings.Contains(string(r.Body), "up.bin") || !strings.Contains(string(r.Body), "direct") {
+			t.Errorf("PROPFIND status %d: %.300s", r.Status, r.Body)
+		}
+	})
+	t.Run("xrdcp", func(t *testing.T) {
+		requireTool(t, "xrdcp")
+		dst := filepath.Join(dir, "xrd.bin")
+		mustRun(t, dir, "xrdcp", "-f", "root://"+p.Addr+"//store/up.bin", dst)
+		sameBytes(t, "xrdcp", readFile(t, dst), data)
+	})
+	t.Run("DELETE", func(t *testing.T) {
+		if r := curl(t, "-X", "DELETE", p.URL+"/store/direct/d.bin"); r.Status != 204 {
+			t.Fatalf("DELETE status %d", r.Status)
+		}
+		if _, err := s.Client.StatObject(t.Context(), bucket, "pre/direct/d.bin", minio.StatObjectOptions{}); err == nil {
+			t.Error("the object is still in the bucket")
+		}
+		if r := curl(t, "-I", p.URL+"/store/direct/d.bin"); r.Status != 404 {
+			t.Errorf("HEAD after DELETE: %d", r.Status)
+		}
+	})
+}
