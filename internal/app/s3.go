@@ -10,6 +10,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/s3conn"
 	"github.com/wanda-fed/wanda/internal/storage/s3"
 )
 
@@ -20,10 +21,10 @@ func newS3Export(e config.Export, onWrite []string, bufs *bufpool.Pool, log *slo
 	if err != nil {
 		return nil, err
 	}
-	c := s3.Conn{
+	c := s3conn.Conn{
 		Endpoint:   e.S3.Endpoint,
 		Region:     e.S3.Region,
-		Addressing: s3.Addressing(e.S3.Addressing),
+		Addressing: s3conn.Addressing(e.S3.Addressing),
 		AccessKey:  e.S3.AccessKey,
 	}
 	if e.S3.SecretKeyFile != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/wanda-fed/wanda/internal/bufpool"
+	"github.com/wanda-fed/wanda/internal/s3conn"
 	"github.com/wanda-fed/wanda/internal/s3test"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/storage/s3"
@@ -41,8 +42,8 @@ func TestMain(m *testing.M) {
 
 func server(t *testing.T) *s3test.Server { return srv }
 
-func conn(s *s3test.Server) s3.Conn {
-	return s3.Conn{Endpoint: s.Endpoint, Region: s.Region, AccessKey: s.AccessKey, SecretKey: s.SecretKey}
+func conn(s *s3test.Server) s3conn.Conn {
+	return s3conn.Conn{Endpoint: s.Endpoint, Region: s.Region, AccessKey: s.AccessKey, SecretKey: s.SecretKey}
 }
 
 func newBackend(t *testing.T, prefix string, mod func(*s3.Options)) (*s3.Backend, string) {
