@@ -1,10 +1,12 @@
 package interop
 
 import (
+	"context"
 	"fmt"
 	"hash/adler32"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,4 +125,54 @@ func TestS3Export(t *testing.T) {
 			t.Errorf("HEAD after DELETE: %d", r.Status)
 		}
 	})
+}
+
+// wandaCmd runs `wanda ARGS...` (this test binary as the command line)
+// with env and returns its combined output.
+func wandaCmd(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(env, testproc.ChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("$ wanda %s  [%v]\n%s", strings.Join(args, " "), err, out)
+	return string(out), err
+}
+
+// `wanda cp s3://BUCKET/KEY DEST` and back, ls, stat and rm, with only
+// the AWS variables set (the contract of docs/s3.md).
+func TestS3ClientCLI(t *testing.T) {
+	s := s3test.Start(t)
+	bucket := s.Bucket(t)
+	env := s3Env(s)
+	dir := t.TempDir()
+	data := randomBytes(19<<20+7, 11)
+	src := filepath.Join(dir, "src.bin")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wandaCmd(t, env, "cp", src, "s3://"+bucket+"/data/f.bin"); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "dst.bin")
+	if _, err := wandaCmd(t, env, "cp", "s3://"+bucket+"/data/f.bin", dst); err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "wanda cp from s3://", readFile(t, dst), data)
+	if out, err := wandaCmd(t, env, "ls", "s3://"+bucket+"/data/"); err != nil || strings.TrimSpace(out) != "f.bin" {
+		t.Errorf("ls = %q, %v", out, err)
+	}
+	if out, err := wandaCmd(t, env, "stat", "s3://"+bucket+"/data/f.bin"); err != nil || !strings.Contains(out, fmt.Sprint(len(data))) {
+		t.Errorf("stat = %q, %v", out, err)
+	}
+	if _, err := wandaCmd(t, env, "rm", "s3://"+bucket+"/data/f.bin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.StatObject(t.Context(), bucket, "data/f.bin", minio.StatObjectOptions{}); err == nil {
+		t.Error("the object is still there after rm")
+	}
+	if _, err := wandaCmd(t, env, "cp", "s3://"+bucket+"/data/f.bin", dst+"2"); err == nil {
+		t.Error("cp of a removed object succeeded")
+	}
 }
