@@ -53,6 +53,7 @@ type file struct {
 	mu     sync.Mutex
 	seq    *stream // idle sequential stream, nil when none
 	next   int64   // where the last ranged read ended
+	vec    []vecGroup
 	closed bool
 }
 
@@ -72,6 +73,10 @@ func (f *file) Close() error {
 		f.seq.body.Close()
 		f.seq = nil
 	}
+	for _, g := range f.vec {
+		g.buf.Release()
+	}
+	f.vec = nil
 	return nil
 }
 
@@ -94,6 +99,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	}
 	var err error
 	switch {
+	case f.fromVec(want, off):
 	case len(want) >= parallelMin:
 		err = f.readParallel(want, off)
 	default:

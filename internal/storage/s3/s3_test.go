@@ -10,8 +10,10 @@ import (
 	"hash/adler32"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +348,49 @@ func TestParseURL(t *testing.T) {
 		if _, _, err := s3.ParseURL(bad); err == nil {
 			t.Errorf("ParseURL(%q) succeeded", bad)
 		}
+	}
+}
+
+// countingTransport counts the GET requests it carries.
+type countingTransport struct {
+	gets atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" {
+		c.gets.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestVectorFill: a multi-range read of 200 small spans goes upstream in
+// at most 8 GETs, and the bytes are right.
+func TestVectorFill(t *testing.T) {
+	ct := &countingTransport{}
+	b, _ := newBackend(t, "", func(o *s3.Options) { o.Conn.Transport = ct })
+	data := randBytes(8, 6<<20)
+	put(t, b, "v", data, -1)
+	f, err := b.Open(t.Context(), "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	spans := make([]storage.Span, 200)
+	for i := range spans {
+		spans[i] = storage.Span{Off: r.Int64N(int64(len(data)) - 5000), Len: r.Int64N(4000) + 1}
+	}
+	before := ct.gets.Load()
+	if err := f.(storage.Filler).Fill(t.Context(), spans); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range spans {
+		buf := make([]byte, s.Len)
+		if n, err := f.ReadAt(buf, s.Off); n != len(buf) || err != nil || !bytes.Equal(buf, data[s.Off:s.Off+s.Len]) {
+			t.Fatalf("ReadAt(%d, %d) = %d, %v", s.Len, s.Off, n, err)
+		}
+	}
+	if n := ct.gets.Load() - before; n < 1 || n > 8 {
+		t.Errorf("%d GETs for 200 spans, want 1 to 8", n)
 	}
 }
