@@ -27,9 +27,8 @@ type multipart struct {
 	part        int
 	opts        minio.PutObjectOptions
 
-	mu    sync.Mutex
-	done  []minio.CompletePart
-	total int64
+	mu   sync.Mutex
+	done []minio.CompletePart
 }
 
 // run sends r (size bytes, or -1 for unknown) and returns what S3 said of
