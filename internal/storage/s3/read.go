@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/minio/minio-go/v7"
@@ -41,9 +42,11 @@ func (b *Backend) Open(ctx context.Context, name string) (storage.File, error) {
 	return &file{b: b, name: name, key: b.key(name), oi: oi}, nil
 }
 
-// file is an open object. Sequential reads (each starting where the last
-// ended) share one GET that streams to the end of the object; other reads
-// are ranged GETs of just their bytes, split into parallel ones when large.
+// file is an open object. A read that starts where an earlier one ended
+// (a sequential reader, or one of several interleaved ones, as xrdcp's
+// parallel chunks are) opens a GET of the next streamWindow bytes and
+// leaves it idle for the read that continues it; other reads are ranged
+// GETs of just their bytes, split into parallel ones when large.
 type file struct {
 	b    *Backend
 	name string
@@ -51,17 +54,29 @@ type file struct {
 	oi   minio.ObjectInfo
 
 	mu     sync.Mutex
-	seq    *stream // idle sequential stream, nil when none
-	next   int64   // where the last ranged read ended
+	idle   []*stream      // open streams waiting for their next read
+	ends   [maxEnds]int64 // where recent reads ended (a ring)
+	nends  int
 	vec    []vecGroup
 	closed bool
 }
 
-// stream is an open GET body positioned at pos.
+// stream is an open GET body positioned at pos, of bytes up to end.
 type stream struct {
-	body io.ReadCloser
-	pos  int64
+	body     io.ReadCloser
+	pos, end int64
 }
+
+const (
+	// streamWindow is the bytes a sequential read's GET asks for: far
+	// enough to be read on at full speed, near enough that an abandoned
+	// one wastes little.
+	streamWindow = 64 << 20
+	// maxIdle streams are kept per file (the oldest is closed); maxEnds
+	// read ends are remembered to recognise a continuation.
+	maxIdle = 8
+	maxEnds = 16
+)
 
 func (f *file) Stat() (storage.FileInfo, error) { return fileInfo(f.name, f.oi), nil }
 
@@ -69,10 +84,10 @@ func (f *file) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
-	if f.seq != nil {
-		f.seq.body.Close()
-		f.seq = nil
+	for _, s := range f.idle {
+		s.body.Close()
 	}
+	f.idle = nil
 	for _, g := range f.vec {
 		g.buf.Release()
 	}
@@ -114,53 +129,55 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	return len(want), nil
 }
 
-// readSeq reads from the idle stream when it is at off, else opens one to
-// the end of the object when the previous read ended at off (a sequential
-// reader), else reads just the range.
+// readSeq reads from an idle stream at off, else opens one when a recent
+// read ended at off, else reads just the range.
 func (f *file) readSeq(p []byte, off int64) error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		return fmt.Errorf("read %q: %w", f.name, errors.New("file closed"))
 	}
-	s := f.seq
-	if s != nil && s.pos == off {
-		f.seq = nil
-	} else {
-		s = nil
-	}
-	sequential := f.next == off && off > 0
-	f.next = off + int64(len(p))
-	f.mu.Unlock()
-	ctx := context.Background()
-	if s == nil {
-		end := off + int64(len(p)) - 1
-		if sequential {
-			end = f.oi.Size - 1
+	var s *stream
+	for i, c := range f.idle {
+		if c.pos == off && c.end-off >= int64(len(p)) {
+			s = c
+			f.idle = append(f.idle[:i], f.idle[i+1:]...)
+			break
 		}
-		body, err := f.get(ctx, off, end)
+	}
+	sequential := off > 0 && slices.Contains(f.ends[:min(f.nends, maxEnds)], off)
+	f.ends[f.nends%maxEnds] = off + int64(len(p))
+	f.nends++
+	f.mu.Unlock()
+	if s == nil {
+		end := off + int64(len(p))
+		if sequential {
+			end = min(f.oi.Size, max(end, off+streamWindow))
+		}
+		body, err := f.get(context.Background(), off, end-1)
 		if err != nil {
 			return err
 		}
-		if !sequential {
-			defer body.Close()
-			return f.fill(body, p)
-		}
-		s = &stream{body: body, pos: off}
+		s = &stream{body: body, pos: off, end: end}
 	}
 	if err := f.fill(s.body, p); err != nil {
 		s.body.Close()
 		return err
 	}
 	s.pos += int64(len(p))
+	if s.pos >= s.end {
+		s.body.Close() // read to its end: the connection is reused
+		return nil
+	}
 	f.mu.Lock()
-	if f.closed || s.pos >= f.oi.Size {
+	if f.closed {
 		s.body.Close()
 	} else {
-		if f.seq != nil {
-			f.seq.body.Close()
+		if len(f.idle) == maxIdle {
+			f.idle[0].body.Close()
+			f.idle = f.idle[1:]
 		}
-		f.seq = s
+		f.idle = append(f.idle, s)
 	}
 	f.mu.Unlock()
 	return nil
