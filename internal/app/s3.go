@@ -44,6 +44,7 @@ func newS3Export(e config.Export, onWrite []string, bufs *bufpool.Pool, log *slo
 		Buffers:     bufs,
 		PartSize:    int(e.S3.PartSize),
 		Concurrency: e.S3.Concurrency,
+		SweepAge:    e.S3.AbandonedUploadAge,
 		ReadOnly:    e.ReadOnly,
 		Log:         log.With("component", "s3", "export", e.Prefix),
 	})

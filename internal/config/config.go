@@ -152,6 +152,11 @@ type S3 struct {
 	// Concurrency is the parallel requests of one upload or large read
 	// (default 4).
 	Concurrency int `yaml:"concurrency"`
+	// AbandonedUploadAge: multipart uploads under the export's prefix
+	// older than this were left by a killed server and are aborted, at
+	// start and every quarter of it (default 24h; the longest a live
+	// upload may take).
+	AbandonedUploadAge time.Duration `yaml:"abandoned_upload_age"`
 }
 
 // TLS holds the certificate and key (PEM files).
@@ -286,6 +291,9 @@ func (c Config) Validate() error {
 			}
 			if e.S3.PartSize != 0 && (e.S3.PartSize < 5<<20 || e.S3.PartSize > 16<<20) {
 				errs = append(errs, fmt.Errorf("%s.s3.part_size: between 5MiB and 16MiB", key))
+			}
+			if e.S3.AbandonedUploadAge < 0 {
+				errs = append(errs, fmt.Errorf("%s.s3.abandoned_upload_age: negative", key))
 			}
 		} else if fi, err := os.Stat(e.Path); err != nil {
 			errs = append(errs, fmt.Errorf("%s.path: %w", key, err))

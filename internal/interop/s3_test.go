@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -174,5 +175,58 @@ func TestS3ClientCLI(t *testing.T) {
 	}
 	if _, err := wandaCmd(t, env, "cp", "s3://"+bucket+"/data/f.bin", dst+"2"); err == nil {
 		t.Error("cp of a removed object succeeded")
+	}
+}
+
+// incompleteUploads lists the keys of the bucket's multipart uploads.
+func incompleteUploads(t *testing.T, s *s3test.Server, bucket string) []string {
+	t.Helper()
+	var keys []string
+	for u := range s.Client.ListIncompleteUploads(t.Context(), bucket, "", true) {
+		if u.Err != nil {
+			t.Fatal(u.Err)
+		}
+		keys = append(keys, u.Key)
+	}
+	return keys
+}
+
+// A server killed with SIGKILL in the middle of a PUT to an S3 export
+// leaves no object, only a multipart upload, which the restarted server
+// aborts once it is older than s3.abandoned_upload_age.
+func TestS3UploadKilled(t *testing.T) {
+	s := s3test.Start(t)
+	bucket := s.Bucket(t)
+	cfg := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`server:
+  listen: 127.0.0.1:0
+  exports:
+    - prefix: /store
+      path: s3://%s/pre
+      s3:
+        abandoned_upload_age: 3s
+log:
+  format: json
+  level: info
+`, bucket)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := testproc.StartProcess(t, s3Env(s), "server", "--config", cfg)
+	put := startSlowPut(t, a.URL+"/store/big.bin", 40<<20)
+	if _, err := put.w.Write(randomBytes(20<<20, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a multipart upload in the bucket", func() bool { return len(incompleteUploads(t, s, bucket)) == 1 })
+	a.Kill(t)
+	if _, err := s.Client.StatObject(t.Context(), bucket, "pre/big.bin", minio.StatObjectOptions{}); err == nil {
+		t.Fatal("a killed upload left an object")
+	}
+	b := testproc.StartProcess(t, s3Env(s), "server", "--config", cfg)
+	waitFor(t, 30*time.Second, "the abandoned upload swept", func() bool { return len(incompleteUploads(t, s, bucket)) == 0 })
+	if r := curl(t, "-I", b.URL+"/store/big.bin"); r.Status != 404 {
+		t.Errorf("HEAD of the killed upload: %d", r.Status)
+	}
+	if !strings.Contains(b.Log(), "abandoned multipart upload") {
+		t.Errorf("the sweep logged nothing:\n%s", b.Log())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -248,7 +249,7 @@ func TestReplacedWhileRead(t *testing.T) {
 // TestAbortedUploadInvisible: a multipart upload aborted mid-way, or
 // abandoned and swept, leaves no object and no upload.
 func TestAbortedUploadInvisible(t *testing.T) {
-	b, bucket := newBackend(t, "", func(o *s3.Options) { o.PartSize = 5 << 20 })
+	b, bucket := newBackend(t, "pre", func(o *s3.Options) { o.PartSize = 5 << 20 })
 	u, err := b.Create(t.Context(), "partial", storage.CreateOptions{Size: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -267,10 +268,13 @@ func TestAbortedUploadInvisible(t *testing.T) {
 	}
 	noUploadsLeft(t, bucket)
 
-	// An upload abandoned (a crashed server never aborts it) is swept.
+	// An upload abandoned (a crashed server never aborts it) is swept;
+	// one outside the export's prefix is not.
 	core := minio.Core{Client: srv.Client}
-	if _, err := core.NewMultipartUpload(t.Context(), bucket, "orphan", minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"pre/orphan", "other/upload"} {
+		if _, err := core.NewMultipartUpload(t.Context(), bucket, k, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := b.Sweep(t.Context(), time.Hour); err != nil || n != 0 {
 		t.Errorf("Sweep of uploads younger than an hour = %d, %v", n, err)
@@ -278,7 +282,13 @@ func TestAbortedUploadInvisible(t *testing.T) {
 	if n, err := b.Sweep(t.Context(), 0); err != nil || n != 1 {
 		t.Errorf("Sweep = %d, %v; want 1", n, err)
 	}
-	noUploadsLeft(t, bucket)
+	var left []string
+	for u := range srv.Client.ListIncompleteUploads(t.Context(), bucket, "", true) {
+		left = append(left, u.Key)
+	}
+	if !slices.Equal(left, []string{"other/upload"}) {
+		t.Errorf("uploads left after the sweep: %q, want only other/upload", left)
+	}
 }
 
 // TestBadInput: wrong credentials and a missing bucket fail New with
