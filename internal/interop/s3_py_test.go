@@ -107,3 +107,33 @@ s3.upload_file(src, bucket, "pre/from-boto3.bin")
 		t.Errorf("boto3 printed %q", r.Stdout)
 	}
 }
+
+// davix (its S3 support, path style, v4 signatures) reads from the bucket
+// what wanda stored there (a multipart PUT) and writes an object wanda
+// then serves.
+func TestS3Davix(t *testing.T) {
+	requireTool(t, "davix-get")
+	requireTool(t, "davix-put")
+	s := s3test.Start(t)
+	bucket := s.Bucket(t)
+	p := startS3Server(t, s, bucket)
+	dir := t.TempDir()
+	data := randomBytes(17<<20+3, 33)
+	src := filepath.Join(dir, "w.bin")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := curl(t, "-T", src, p.URL+"/store/w.bin"); r.Status != 201 && r.Status != 204 {
+		t.Fatalf("PUT status %d", r.Status)
+	}
+	auth := []string{"--s3accesskey", s.AccessKey, "--s3secretkey", s.SecretKey, "--s3region", s.Region, "--s3alternate"}
+	got := filepath.Join(dir, "got.bin")
+	mustRun(t, dir, "davix-get", append(auth, "s3://"+s.Host+"/"+bucket+"/pre/w.bin", got)...)
+	sameBytes(t, "davix-get of wanda's upload", readFile(t, got), data)
+	mustRun(t, dir, "davix-put", append(auth, src, "s3://"+s.Host+"/"+bucket+"/pre/from-davix.bin")...)
+	r := curl(t, p.URL+"/store/from-davix.bin")
+	if r.Status != 200 {
+		t.Fatalf("GET of davix's object: %d", r.Status)
+	}
+	sameBytes(t, "GET through wanda of davix's upload", r.Body, data)
+}

@@ -36,14 +36,13 @@ func (b *Backend) Create(ctx context.Context, name string, opts storage.CreateOp
 			return nil, fmt.Errorf("create %q: %d bytes: %w (at most %d in S3's %d parts of %d)", name, opts.Size, storage.ErrTooLarge, int64(maxParts)*int64(part), maxParts, part)
 		}
 	}
-	oi, ok, err := b.head(ctx, name)
+	_, ok, err := b.head(ctx, name)
 	if err != nil {
 		return nil, opErr("create", name, err)
 	}
 	if ok && opts.NoReplace {
 		return nil, fmt.Errorf("create %q: %w", name, storage.ErrExist)
 	}
-	_ = oi
 	if !ok {
 		exists, _, _, err := b.dirState(ctx, name)
 		if err != nil {
