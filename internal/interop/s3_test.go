@@ -116,6 +116,18 @@ func TestS3Export(t *testing.T) {
 		dst := filepath.Join(dir, "xrd.bin")
 		mustRun(t, dir, "xrdcp", "-f", "root://"+p.Addr+"//store/up.bin", dst)
 		sameBytes(t, "xrdcp", readFile(t, dst), data)
+		// An upload through root:// lands in the bucket.
+		mustRun(t, dir, "xrdcp", "-f", src, "root://"+p.Addr+"//store/xrd/up.bin")
+		obj, err := s.Client.GetObject(t.Context(), bucket, "pre/xrd/up.bin", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer obj.Close()
+		got, err := io.ReadAll(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameBytes(t, "xrdcp upload, read from MinIO", got, data)
 	})
 	t.Run("DELETE", func(t *testing.T) {
 		if r := curl(t, "-X", "DELETE", p.URL+"/store/direct/d.bin"); r.Status != 204 {
