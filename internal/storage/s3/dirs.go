@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"slices"
 	"strings"
@@ -22,8 +23,17 @@ func dirInfo(name string, mod time.Time) storage.FileInfo {
 	return storage.FileInfo{Name: storage.Base(name), Path: name, IsDir: true, Mode: fs.ModeDir | 0o755, ModTime: mod}
 }
 
+// fileInfo describes an object. Its time is cut to the second (HEAD gives
+// seconds, listings milliseconds) and its Inode is a hash of its ETag, so
+// that the front-ends' validators are the same from Stat and List and
+// change when the object is replaced within the same second.
 func fileInfo(name string, oi minio.ObjectInfo) storage.FileInfo {
-	return storage.FileInfo{Name: storage.Base(name), Path: name, Size: oi.Size, ModTime: oi.LastModified, Mode: 0o644}
+	h := fnv.New64a()
+	h.Write([]byte(strings.Trim(oi.ETag, `"`)))
+	return storage.FileInfo{
+		Name: storage.Base(name), Path: name, Size: oi.Size, ModTime: oi.LastModified.Truncate(time.Second),
+		Mode: 0o644, Inode: h.Sum64(),
+	}
 }
 
 // head returns the object name, ok false when there is none.
@@ -111,7 +121,7 @@ func (b *Backend) List(ctx context.Context, name string) ([]storage.FileInfo, er
 			}
 			n := o.Key[len(p):]
 			files[n] = true
-			out = append(out, storage.FileInfo{Name: n, Path: storage.Join(name, n), Size: o.Size, ModTime: o.LastModified, Mode: 0o644})
+			out = append(out, fileInfo(storage.Join(name, n), o))
 		}
 		for _, cp := range res.CommonPrefixes {
 			found = true

@@ -404,3 +404,36 @@ func TestVectorFill(t *testing.T) {
 		t.Errorf("%d GETs for 200 spans, want 1 to 8", n)
 	}
 }
+
+// TestValidators: Stat, List and an open file describe an object alike
+// (the front-ends' ETags come from them), and a replacement of the same
+// size in the same second changes the description.
+func TestValidators(t *testing.T) {
+	b, _ := newBackend(t, "", nil)
+	put(t, b, "d/f", []byte("version 1"), -1)
+	st, err := b.Stat(t.Context(), "d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fis, err := b.List(t.Context(), "d")
+	if err != nil || len(fis) != 1 {
+		t.Fatalf("List = %+v, %v", fis, err)
+	}
+	if l := fis[0]; l.Inode != st.Inode || !l.ModTime.Equal(st.ModTime) || l.Size != st.Size || st.Inode == 0 {
+		t.Errorf("List says %+v, Stat %+v", l, st)
+	}
+	f, err := b.Open(t.Context(), "d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofi, _ := f.Stat()
+	f.Close()
+	if ofi.Inode != st.Inode || !ofi.ModTime.Equal(st.ModTime) {
+		t.Errorf("File.Stat %+v, Stat %+v", ofi, st)
+	}
+	put(t, b, "d/f", []byte("version 2"), -1)
+	st2, err := b.Stat(t.Context(), "d/f")
+	if err != nil || st2.Inode == st.Inode {
+		t.Errorf("after a replacement of the same size: %+v, %v (before %+v)", st2, err, st)
+	}
+}
