@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -149,20 +151,38 @@ func (f *file) readSeq(p []byte, off int64) error {
 	f.ends[f.nends%maxEnds] = off + int64(len(p))
 	f.nends++
 	f.mu.Unlock()
-	if s == nil {
+	reused := s != nil
+	open := func() (*stream, error) {
 		end := off + int64(len(p))
 		if sequential {
 			end = min(f.oi.Size, max(end, off+streamWindow))
 		}
 		body, err := f.get(context.Background(), off, end-1)
 		if err != nil {
+			return nil, err
+		}
+		return &stream{body: body, pos: off, end: end}, nil
+	}
+	var err error
+	if s == nil {
+		if s, err = open(); err != nil {
 			return err
 		}
-		s = &stream{body: body, pos: off, end: end}
 	}
 	if err := f.fill(s.body, p); err != nil {
 		s.body.Close()
-		return err
+		if !reused {
+			return err
+		}
+		// An idle stream the server closed meanwhile: a fresh GET (which
+		// fails with ErrConflict if the object was replaced).
+		if s, err = open(); err != nil {
+			return err
+		}
+		if err := f.fill(s.body, p); err != nil {
+			s.body.Close()
+			return err
+		}
 	}
 	s.pos += int64(len(p))
 	if s.pos >= s.end {
@@ -223,9 +243,18 @@ func (f *file) get(ctx context.Context, first, last int64) (io.ReadCloser, error
 	return body, nil
 }
 
-// fill reads exactly len(p) bytes of body.
-func (f *file) fill(body io.Reader, p []byte) error {
-	if _, err := io.ReadFull(body, p); err != nil {
+// fill reads exactly len(p) bytes of body; a body that stalls for the
+// backend's StallTimeout is closed and the read fails with
+// storage.ErrUpstreamTimeout.
+func (f *file) fill(body io.ReadCloser, p []byte) error {
+	var stalled atomic.Bool
+	t := time.AfterFunc(f.b.stall, func() { stalled.Store(true); body.Close() })
+	_, err := io.ReadFull(body, p)
+	t.Stop()
+	if stalled.Load() {
+		return fmt.Errorf("read %q: %w: no answer from S3 in %v", f.name, storage.ErrUpstreamTimeout, f.b.stall)
+	}
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return fmt.Errorf("read %q: %w: the object ended early (replaced while read?)", f.name, storage.ErrConflict)
 		}

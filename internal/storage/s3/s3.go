@@ -119,6 +119,9 @@ type Options struct {
 	// SweepAge: multipart uploads under the prefix older than this are
 	// aborted at New and every SweepAge/4 (default 24h; negative: never).
 	SweepAge time.Duration
+	// StallTimeout fails a read that got no byte from S3 for this long
+	// (default 1 minute).
+	StallTimeout time.Duration
 	// ReadOnly skips the sweep (the uploads are another writer's).
 	ReadOnly bool
 	Log      *slog.Logger
@@ -134,6 +137,7 @@ type Backend struct {
 	bufs    *bufpool.Pool
 	part    int
 	conc    int
+	stall   time.Duration
 	log     *slog.Logger
 	sums    *sumCache
 
@@ -178,6 +182,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.stall = o.StallTimeout; b.stall <= 0 {
+		b.stall = time.Minute
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -435,5 +436,63 @@ func TestValidators(t *testing.T) {
 	st2, err := b.Stat(t.Context(), "d/f")
 	if err != nil || st2.Inode == st.Inode {
 		t.Errorf("after a replacement of the same size: %+v, %v (before %+v)", st2, err, st)
+	}
+}
+
+// stallingTransport answers GETs of objects with bodies that stop after
+// 100 KiB until closed.
+type stallingTransport struct{ on atomic.Bool }
+
+func (s *stallingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && s.on.Load() && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" {
+		resp.Body = &stallingBody{rc: resp.Body, left: 100 << 10, closed: make(chan struct{})}
+	}
+	return resp, err
+}
+
+type stallingBody struct {
+	rc     io.ReadCloser
+	left   int
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		<-b.closed
+		return 0, errors.New("closed while stalled")
+	}
+	n, err := b.rc.Read(p[:min(len(p), b.left)])
+	b.left -= n
+	return n, err
+}
+
+func (b *stallingBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.rc.Close()
+}
+
+// TestStall: an S3 server that stops sending in the middle of a body
+// fails the read with ErrUpstreamTimeout after StallTimeout, instead of
+// holding it forever.
+func TestStall(t *testing.T) {
+	st := &stallingTransport{}
+	b, _ := newBackend(t, "", func(o *s3.Options) { o.Conn.Transport = st; o.StallTimeout = 300 * time.Millisecond })
+	data := randBytes(4, 1<<20)
+	put(t, b, "f", data, -1)
+	f, err := b.Open(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st.on.Store(true)
+	start := time.Now()
+	_, err = f.ReadAt(make([]byte, len(data)), 0)
+	if !errors.Is(err, storage.ErrUpstreamTimeout) {
+		t.Errorf("ReadAt from a stalled server: %v, want ErrUpstreamTimeout", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the stalled read took %v", d)
 	}
 }
