@@ -67,9 +67,13 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	// One buffer budget for both front-ends and the S3 exports
 	// (docs/operations.md).
 	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
+	var s3m *metrics.S3
 	for _, e := range cfg.Server.Exports {
 		if e.IsS3() {
-			be, err := newS3Export(e, cfg.Server.Checksums.OnWrite, bufs, log)
+			if s3m == nil {
+				s3m = metrics.NewS3(reg, "server")
+			}
+			be, err := newS3Export(e, cfg.Server.Checksums.OnWrite, bufs, s3m, log)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("export %s: %w", e.Prefix, err)

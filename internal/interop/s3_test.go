@@ -129,6 +129,15 @@ func TestS3Export(t *testing.T) {
 		}
 		sameBytes(t, "xrdcp upload, read from MinIO", got, data)
 	})
+	t.Run("metrics", func(t *testing.T) {
+		if n := metricSum(t, p.URL, "wanda_s3_requests_total", `export="/store"`, `method="GET"`, `code="206"`); n < 1 {
+			t.Errorf("wanda_s3_requests_total of ranged GETs = %v", n)
+		}
+		r := curl(t, p.URL+"/metrics")
+		if strings.Contains(string(r.Body), s.SecretKey) || strings.Contains(p.Log(), s.SecretKey) {
+			t.Error("the secret key is in the metrics or the log")
+		}
+	})
 	t.Run("DELETE", func(t *testing.T) {
 		if r := curl(t, "-X", "DELETE", p.URL+"/store/direct/d.bin"); r.Status != 204 {
 			t.Fatalf("DELETE status %d", r.Status)

@@ -47,6 +47,8 @@ type Conn struct {
 	SessionToken string
 	// Transport, when set, carries the requests (tests).
 	Transport http.RoundTripper
+	// Wrap, when set, wraps the transport (metrics).
+	Wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // String shows where the connection goes, never its secrets.
@@ -123,6 +125,9 @@ func NewClient(c Conn) (*minio.Client, error) {
 		t.MaxIdleConnsPerHost = 64
 		t.DisableCompression = true
 		tr = t
+	}
+	if c.Wrap != nil {
+		tr = c.Wrap(tr)
 	}
 	return minio.New(u.Host, &minio.Options{
 		Creds:        creds,
