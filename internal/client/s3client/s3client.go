@@ -116,13 +116,16 @@ func sums(meta map[string]string) map[string][]byte {
 	return out
 }
 
+// objInfo describes an object alike from a listing and from HEAD or GET
+// (the engine compares them to notice a changed source): the ETag without
+// the quotes listings keep, the time cut to the second HEAD gives.
 func objInfo(bucket, key string, oi minio.ObjectInfo) client.Info {
 	return client.Info{
 		Name:    key[strings.LastIndexByte(key, '/')+1:],
 		URL:     "s3://" + bucket + "/" + key,
 		Size:    oi.Size,
-		ModTime: oi.LastModified,
-		ETag:    oi.ETag,
+		ModTime: oi.LastModified.Truncate(time.Second),
+		ETag:    strings.Trim(oi.ETag, `"`),
 		Sums:    sums(oi.UserMetadata),
 		// Every S3 server serves ranges.
 		ByteRanges: true,

@@ -207,3 +207,39 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 	}
 	return k, err
 }
+
+// A tree up and down with -r: the files listed are fetched without the
+// engine taking the listing's validators for a changed source.
+func TestTree(t *testing.T) {
+	c := newClient(t, srv.SecretKey)
+	bucket := srv.Bucket(t)
+	ctx := t.Context()
+	src := t.TempDir()
+	files := map[string][]byte{"a/one": []byte("one"), "a/b/two": []byte("two"), "big": randBytes(3, 12<<20)}
+	for name, data := range files {
+		p := filepath.Join(src, "tree", name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Copy(ctx, []string{filepath.Join(src, "tree")}, "s3://"+bucket+"/up/", client.CopyOptions{Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	res, err := c.Copy(ctx, []string{"s3://" + bucket + "/up/tree"}, filepath.Join(dst, "back"), client.CopyOptions{Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Retries > 0 || r.Error != "" {
+			t.Errorf("%s: %d retries, %q", r.Src, r.Retries, r.Error)
+		}
+	}
+	for name, data := range files {
+		got, err := os.ReadFile(filepath.Join(dst, "back", name))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: %d bytes, %v", name, len(got), err)
+		}
+	}
+}
