@@ -65,7 +65,7 @@ type file struct {
 
 // stream is an open GET body positioned at pos, of bytes up to end.
 type stream struct {
-	body     io.ReadCloser
+	body     *body
 	pos, end int64
 }
 
@@ -223,8 +223,22 @@ func (f *file) readParallel(p []byte, off int64) error {
 	return g.Wait()
 }
 
+// body is a GET's body with a stall timer: a read that gets no byte for
+// the backend's StallTimeout closes it.
+type body struct {
+	rc      io.ReadCloser
+	t       *time.Timer
+	d       time.Duration
+	stalled atomic.Bool
+}
+
+func (b *body) Close() error {
+	b.t.Stop()
+	return b.rc.Close()
+}
+
 // get opens a ranged GET of the pinned version.
-func (f *file) get(ctx context.Context, first, last int64) (io.ReadCloser, error) {
+func (f *file) get(ctx context.Context, first, last int64) (*body, error) {
 	var o minio.GetObjectOptions
 	if err := o.SetMatchETag(f.oi.ETag); err != nil {
 		return nil, opErr("read", f.name, err)
@@ -232,7 +246,7 @@ func (f *file) get(ctx context.Context, first, last int64) (io.ReadCloser, error
 	if err := o.SetRange(first, last); err != nil {
 		return nil, opErr("read", f.name, err)
 	}
-	body, _, _, err := f.b.core.GetObject(ctx, f.b.bucket, f.key, o)
+	rc, _, _, err := f.b.core.GetObject(ctx, f.b.bucket, f.key, o)
 	if err != nil {
 		err = mapErr(err)
 		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
@@ -240,18 +254,20 @@ func (f *file) get(ctx context.Context, first, last int64) (io.ReadCloser, error
 		}
 		return nil, fmt.Errorf("read %q: %w", f.name, err)
 	}
-	return body, nil
+	b := &body{rc: rc, d: f.b.stall}
+	b.t = time.AfterFunc(time.Hour, func() { b.stalled.Store(true); rc.Close() })
+	b.t.Stop()
+	return b, nil
 }
 
 // fill reads exactly len(p) bytes of body; a body that stalls for the
 // backend's StallTimeout is closed and the read fails with
 // storage.ErrUpstreamTimeout.
-func (f *file) fill(body io.ReadCloser, p []byte) error {
-	var stalled atomic.Bool
-	t := time.AfterFunc(f.b.stall, func() { stalled.Store(true); body.Close() })
-	_, err := io.ReadFull(body, p)
-	t.Stop()
-	if stalled.Load() {
+func (f *file) fill(b *body, p []byte) error {
+	b.t.Reset(b.d)
+	_, err := io.ReadFull(b.rc, p)
+	b.t.Stop()
+	if b.stalled.Load() {
 		return fmt.Errorf("read %q: %w: no answer from S3 in %v", f.name, storage.ErrUpstreamTimeout, f.b.stall)
 	}
 	if err != nil {
