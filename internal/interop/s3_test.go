@@ -1,8 +1,10 @@
 package interop
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/adler32"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,4 +298,91 @@ func TestS3ReplacedMidRead(t *testing.T) {
 		t.Errorf("the %d bytes received are not the old version's prefix", len(got))
 	}
 	t.Logf("%d of %d bytes, then %v", len(got), len(v1), err)
+}
+
+// An S3 export joins a redirector like any export, and a cache in front
+// of the redirector serves its files.
+func TestS3Federation(t *testing.T) {
+	s := s3test.Start(t)
+	bucket := s.Bucket(t)
+	data := randomBytes(5<<20+9, 41)
+	if _, err := s.Client.PutObject(t.Context(), bucket, "pre/fed/f.bin", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	red := startRole(t, cleanEnv(), "redirector", "--listen", "127.0.0.1:0", "--log-format", "json")
+	testproc.StartProcess(t, s3Env(s), "server", "--listen", "127.0.0.1:0",
+		"--export", "/store=s3://"+bucket+"/pre", "--join", red.URL, "--log-format", "json")
+	waitFor(t, 30*time.Second, "the redirector to locate the S3 export's file", func() bool {
+		resp, err := httpClient.Head(red.URL + "/store/fed/f.bin")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	r := curl(t, "-L", red.URL+"/store/fed/f.bin")
+	if r.Status != 200 {
+		t.Fatalf("GET through the redirector: %d", r.Status)
+	}
+	sameBytes(t, "through the redirector", r.Body, data)
+	cache := startRole(t, cleanEnv(), "cache", "--listen", "127.0.0.1:0", "--upstream", red.URL,
+		"--dir", t.TempDir(), "--log-format", "json")
+	for range 2 {
+		r := curl(t, cache.URL+"/store/fed/f.bin")
+		if r.Status != 200 {
+			t.Fatalf("GET through the cache: %d", r.Status)
+		}
+		sameBytes(t, "through the cache", r.Body, data)
+	}
+}
+
+// startRole runs `wanda ARGS...` (this test binary) for a role whose JSON
+// log announces its URL in a "... serving" line (redirector, cache) and
+// returns that URL; the test's end stops it.
+func startRole(t *testing.T, env []string, args ...string) (p struct{ URL string }) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(env, testproc.ChildEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	urls := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && strings.HasSuffix(rec.Msg, "serving") && rec.URL != "" {
+				select {
+				case urls <- rec.URL:
+				default:
+				}
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	select {
+	case p.URL = <-urls:
+	case <-done:
+		t.Fatalf("wanda %s exited before serving:\n%s", strings.Join(args, " "), logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("wanda %s did not announce its URL in 30 s", strings.Join(args, " "))
+	}
+	return p
 }
