@@ -189,10 +189,18 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ok, err := c.BucketExists(cctx, o.Bucket)
-	if err != nil {
+	switch {
+	case err != nil && minio.ToErrorResponse(err).Code == "AccessDenied":
+		// Credentials for a prefix only may not head the bucket; a HEAD's
+		// 403 also hides a wrong secret (no body): a listing of the
+		// prefix tells them apart.
+		if _, lerr := b.core.ListObjectsV2(o.Bucket, b.root, "", "", "/", 1); lerr != nil && minio.ToErrorResponse(lerr).Code != "AccessDenied" {
+			return nil, fmt.Errorf("s3 bucket %s: %w", o.Bucket, mapErr(lerr))
+		}
+		b.log.Warn("s3: may not check that the bucket exists", "bucket", o.Bucket, "err", mapErr(err))
+	case err != nil:
 		return nil, fmt.Errorf("s3 bucket %s: %w", o.Bucket, mapErr(err))
-	}
-	if !ok {
+	case !ok:
 		return nil, fmt.Errorf("s3 bucket %s: %w", o.Bucket, storage.ErrNotFound)
 	}
 	sctx, stop := context.WithCancel(context.Background())
