@@ -151,6 +151,13 @@ func (f *file) readSeq(p []byte, off int64) error {
 	f.ends[f.nends%maxEnds] = off + int64(len(p))
 	f.nends++
 	f.mu.Unlock()
+	if s != nil {
+		s.body.t.Stop()
+		if s.body.stalled.Load() { // closed while idle
+			s.body.rc.Close()
+			s = nil
+		}
+	}
 	reused := s != nil
 	open := func() (*stream, error) {
 		end := off + int64(len(p))
@@ -197,6 +204,7 @@ func (f *file) readSeq(p []byte, off int64) error {
 			f.idle[0].body.Close()
 			f.idle = f.idle[1:]
 		}
+		s.body.t.Reset(f.b.idleClose)
 		f.idle = append(f.idle, s)
 	}
 	f.mu.Unlock()

@@ -122,6 +122,10 @@ type Options struct {
 	// StallTimeout fails a read that got no byte from S3 for this long
 	// (default 1 minute).
 	StallTimeout time.Duration
+	// IdleStreamTimeout closes a read's open GET that no read continued
+	// for this long (default 5 s): it holds the server's resources, and
+	// MinIO holds back a replacement of the object until it ends.
+	IdleStreamTimeout time.Duration
 	// ReadOnly skips the sweep (the uploads are another writer's).
 	ReadOnly bool
 	Log      *slog.Logger
@@ -138,8 +142,10 @@ type Backend struct {
 	part    int
 	conc    int
 	stall   time.Duration
-	log     *slog.Logger
-	sums    *sumCache
+	// idleClose: see Options.IdleStreamTimeout.
+	idleClose time.Duration
+	log       *slog.Logger
+	sums      *sumCache
 
 	stop     context.CancelFunc
 	sweeping sync.WaitGroup
@@ -185,6 +191,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	if b.stall = o.StallTimeout; b.stall <= 0 {
 		b.stall = time.Minute
+	}
+	if b.idleClose = o.IdleStreamTimeout; b.idleClose <= 0 {
+		b.idleClose = 5 * time.Second
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

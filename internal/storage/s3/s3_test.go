@@ -496,3 +496,30 @@ func TestStall(t *testing.T) {
 		t.Errorf("the stalled read took %v", d)
 	}
 }
+
+// TestIdleStreamClosed: a sequential read's GET that no read continues is
+// closed after IdleStreamTimeout, so that it holds nothing on the server
+// (MinIO would hold back the replacement below until it ended); the next
+// read then asks afresh, and finds the replacement.
+func TestIdleStreamClosed(t *testing.T) {
+	b, _ := newBackend(t, "", func(o *s3.Options) { o.IdleStreamTimeout = 50 * time.Millisecond })
+	v1 := randBytes(1, 8<<20)
+	put(t, b, "f", v1, -1)
+	f, err := b.Open(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for _, off := range []int64{0, 1 << 20} { // the second opens a stream to the end
+		if _, err := f.ReadAt(buf, off); err != nil || !bytes.Equal(buf, v1[off:off+1<<20]) {
+			t.Fatalf("ReadAt(%d): %v", off, err)
+		}
+	}
+	start := time.Now()
+	put(t, b, "f", randBytes(2, 8<<20), -1)
+	t.Logf("the replacement took %v", time.Since(start))
+	if _, err := f.ReadAt(buf, 2<<20); !errors.Is(err, storage.ErrConflict) {
+		t.Errorf("ReadAt after the idle stream was closed and the object replaced: %v, want ErrConflict", err)
+	}
+}
