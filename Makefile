@@ -56,7 +56,7 @@ fuzz:
 
 ## bench-go: hot-path micro benchmarks.
 bench-go:
-	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan ./internal/auth ./internal/auth/token ./internal/bufpool ./internal/cache
+	$(GO) test -run=^$$ -bench=. -benchmem ./internal/httprange ./internal/httpserve ./internal/client ./internal/wan ./internal/auth ./internal/auth/token ./internal/bufpool ./internal/cache ./internal/monitor
 
 ## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
 bench-serve: build

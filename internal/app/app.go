@@ -28,6 +28,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/storage/posix"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
@@ -50,7 +51,8 @@ type Server struct {
 	software string
 	xrd      *xrdserver.Server // root:// on the same port; nil when off
 	policy   *sitePolicy
-	sweeper  *sweeper // nil when server.orphan_sweep is off
+	sweeper  *sweeper          // nil when server.orphan_sweep is off
+	records  *monitor.Recorder // nil when records are off
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -125,6 +127,10 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	}
 	m := metrics.NewHTTP(reg, "server")
 	s.metrics = m
+	if s.records, err = newRecorder(cfg.Records, "server", cfg.Server.Federation.Labels, log, reg); err != nil {
+		s.Close()
+		return nil, err
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Server.OrphanSweep.Enabled {
 		s.sweeper = &sweeper{cfg: cfg.Server.OrphanSweep, targets: sweeps, m: metrics.NewOrphans(reg, "server"), log: log.With("component", "sweep")}
@@ -163,6 +169,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		}
 		s.xmetrics = metrics.NewXRootD(reg, "server")
 		s.xrd = xrdserver.NewServer(xrdserver.Options{
+			Records:       sinkOf(s.records),
 			Metrics:       s.xmetrics,
 			Buffers:       bufs,
 			Inline:        true, // local disks: see xrdserver.Options.Inline
@@ -181,7 +188,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 			TPC: puller,
 		})
 	}
-	dataH := httpserve.Middleware(data, log.With("component", "access"), m)
+	dataH := httpserve.MiddlewareWithRecords(data, log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(s.records)})
 	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
 	s.handler = frontDoor(reg, map[string]http.Handler{
 		"/api/v1/locate": locateGate{next: s.local, policy: s.policy, token: cfg.Server.Federation.Token},
@@ -200,6 +207,11 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	u := advertised(s.fedCfg.Advertise, s.http.TLSConfig != nil, ln)
 	s.url.Store(&u)
+	if s.records != nil {
+		s.records.SetServer(u)
+		// After the last request: in-flight accesses are recorded.
+		defer closeRecorder(s.records, s.log)
+	}
 	if s.xrd != nil {
 		// root:// and HTTP(S) on one port, told apart by the first byte.
 		ln = newSniffer(ln, s.cfg.HTTP.ReadHeaderTimeout, func(c net.Conn) { s.xrd.ServeConn(ctx, c) })
@@ -267,6 +279,7 @@ func (s *Server) Close() {
 	if s.policy != nil {
 		s.policy.close()
 	}
+	closeRecorder(s.records, s.log)
 }
 
 // Listen opens the configured address.

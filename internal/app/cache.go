@@ -20,6 +20,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 )
@@ -38,6 +39,7 @@ type Cache struct {
 	joiner   *fed.Joiner
 	xrd      *xrdserver.Server // root:// from the cache's blocks
 	policy   *sitePolicy
+	records  *monitor.Recorder // nil when records are off
 }
 
 // NewCache opens the cache directory (its contents come back) and builds
@@ -78,6 +80,10 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	}
 	m := metrics.NewHTTP(reg, "cache")
 	c.metrics = m
+	if c.records, err = newRecorder(cfg.Records, "cache", k.Federation.Labels, log, reg); err != nil {
+		c.Close()
+		return nil, err
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.data = httpserve.New(httpserve.Options{
 		Namespace: ns,
@@ -95,6 +101,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	if k.XRootD {
 		c.xmetrics = metrics.NewXRootD(reg, "cache")
 		c.xrd = xrdserver.NewServer(xrdserver.Options{
+			Records:   sinkOf(c.records),
 			Metrics:   c.xmetrics,
 			Namespace: ns,
 			Auth:      c.policy,
@@ -105,7 +112,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 			TLSLogin: tlsCfg != nil && c.policy.bearerCheck() != nil,
 		})
 	}
-	dataH := httpserve.Middleware(c.data, log.With("component", "access"), m)
+	dataH := httpserve.MiddlewareWithRecords(c.data, log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(c.records)})
 	front := frontDoor(reg, map[string]http.Handler{
 		"/api/v1/cache/stats": core.StatsHandler(),
 		"/api/v1/locate":      locateGate{next: http.HandlerFunc(c.serveLocate), policy: c.policy, token: k.Federation.Token},
@@ -123,6 +130,10 @@ func (c *Cache) Core() *cache.Cache { return c.core }
 func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
 	u := advertised(c.cfg.Federation.Advertise, c.http.TLSConfig != nil, ln)
 	c.url.Store(&u)
+	if c.records != nil {
+		c.records.SetServer(u)
+		defer closeRecorder(c.records, c.log)
+	}
 	if c.xrd != nil {
 		ln = newSniffer(ln, c.http.ReadHeaderTimeout, func(conn net.Conn) { c.xrd.ServeConn(ctx, conn) })
 	}
@@ -155,6 +166,7 @@ func (c *Cache) URL() string {
 
 // Close saves the records and stops the purger.
 func (c *Cache) Close() error {
+	closeRecorder(c.records, c.log)
 	c.policy.close()
 	return c.core.Close()
 }

@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,7 +22,10 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed"
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/monitor/probe"
 	"github.com/wanda-fed/wanda/internal/redirector"
+	"github.com/wanda-fed/wanda/internal/ui"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -36,6 +41,8 @@ type Redirector struct {
 	url atomic.Pointer[string]
 	// policy is checked before any redirect: no rights, no redirect.
 	policy *sitePolicy
+	// records: one per redirected request (nil when off).
+	records *monitor.Recorder
 }
 
 // NewRedirector checks the configuration and loads TLS material; the
@@ -53,6 +60,10 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 		return nil, err
 	}
 	r.tls = r.policy.serverTLS(r.tls)
+	if r.records, err = newRecorder(cfg.Records, "redirector", cfg.Redirector.Labels, log, reg); err != nil {
+		r.policy.close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -65,6 +76,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	c := r.cfg
 	u := advertised(c.Advertise, r.tls != nil, ln)
 	r.url.Store(&u)
+	if r.records != nil {
+		r.records.SetServer(u)
+		defer closeRecorder(r.records, r.log)
+	}
 	var static []fed.Member
 	for _, m := range c.Members {
 		var ex []fed.Export
@@ -101,13 +116,56 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// Locate names replicas and local paths: on a protected site, for
 	// the federation (its token) and for clients who may read the path.
 	locate := locateGate{next: gated, policy: r.policy, token: c.Token}
-	api := httpserve.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path == "/api/v1/locate" {
-			locate.ServeHTTP(w, req)
-			return
+	var prober *probe.Prober
+	if pc := c.Probe; pc.Path != "" {
+		po := probe.Options{Redirector: u, Path: pc.Path, Write: pc.Write, Every: pc.Every, Timeout: pc.Timeout,
+			Members: func(ctx context.Context) []fed.Node { return probe.Flatten(rd.Topology(ctx, 8)) },
+			Log:     r.log.With("component", "probe"), Registry: r.reg}
+		if pc.TokenFile != "" {
+			po.Token = func() (string, error) {
+				b, err := os.ReadFile(pc.TokenFile)
+				return strings.TrimSpace(string(b)), err
+			}
 		}
-		gated.ServeHTTP(w, req)
-	}), r.log.With("component", "access"), m)
+		if prober, err = probe.New(po); err != nil {
+			return err
+		}
+		probeCtx, stopProbes := context.WithCancel(ctx)
+		defer stopProbes()
+		go prober.Run(probeCtx)
+	}
+	var dash http.Handler
+	if c.UI {
+		// The dashboard shows what the topology API tells, plus the
+		// members' own /metrics: read only, open as the API is.
+		uo := ui.Options{Topology: rd.Topology, Log: r.log.With("component", "ui")}
+		if prober != nil {
+			uo.Probes = prober.Sites
+		}
+		d := ui.New(uo)
+		uiCtx, stopUI := context.WithCancel(ctx)
+		defer stopUI()
+		go d.Run(uiCtx)
+		dash = d.Handler()
+	}
+	api := httpserve.MiddlewareWithRecords(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch p := req.URL.Path; {
+		case p == "/api/v1/locate":
+			locate.ServeHTTP(w, req)
+		case p == "/api/v1/probes":
+			serveProbes(w, req, prober)
+		case dash != nil && (p == "/ui" || strings.HasPrefix(p, "/ui/")):
+			dash.ServeHTTP(w, req)
+		default:
+			gated.ServeHTTP(w, req)
+		}
+	}), r.log.With("component", "access"), m, httpserve.Records{
+		// Client requests, not the federation's API (heartbeats, locate)
+		// or the dashboard.
+		Sink: sinkOf(r.records), Skip: func(req *http.Request) bool {
+			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
+		},
+	})
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
@@ -115,6 +173,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		// root:// clients get kXR_redirect to the same members (wanda
 		// servers answer root:// on their HTTP port).
 		xs := xrdserver.NewServer(xrdserver.Options{
+			Records: sinkOf(r.records),
 			Metrics: metrics.NewXRootD(r.reg, "redirector"),
 			Auth:    r.policy,
 			Log:     r.log.With("component", "xrootd"),
@@ -128,6 +187,9 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
 				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
 			},
+			// Servers' access records name the redirectors that sent
+			// the client (docs/operations.md).
+			RedirectorID: rd.ID(),
 		})
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
 	}
@@ -182,4 +244,22 @@ func triedSet(hosts []string) map[string]bool {
 		tried[strings.ToLower(h)] = true
 	}
 	return tried
+}
+
+// serveProbes answers GET /api/v1/probes: every probed site's state and
+// its probes' results.
+func serveProbes(w http.ResponseWriter, req *http.Request, p *probe.Prober) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if p == nil {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error": "no probes are configured (redirector.probe.path)"}` + "\n"))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"sites": p.Sites()})
 }

@@ -18,11 +18,14 @@ import (
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/httpserve"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 	"github.com/wanda-fed/wanda/internal/transfer/store/postgres"
 	"github.com/wanda-fed/wanda/internal/transfer/store/sqlite"
+	"github.com/wanda-fed/wanda/internal/ui"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
@@ -43,16 +46,22 @@ type TransferOptions struct {
 	// its submitters). TokenHosts are the storages (host:port) the
 	// service's own token may be sent to; no other host gets it.
 	Allow, TokenHosts []string
+	// UIAnonymous shows the dashboard (/ui/) without a token on a service
+	// with token issuers; without issuers it is always shown.
+	UIAnonymous bool
+	// Records: one per attempt at a file (docs/operations.md).
+	Records config.Records
 }
 
 // Transfer is a running transfer service instance.
 type Transfer struct {
-	o      TransferOptions
-	log    *slog.Logger
-	st     store.Store
-	svc    *transfer.Service
-	policy *sitePolicy
-	reg    *prometheus.Registry
+	o       TransferOptions
+	log     *slog.Logger
+	st      store.Store
+	svc     *transfer.Service
+	policy  *sitePolicy
+	reg     *prometheus.Registry
+	records *monitor.Recorder // nil when records are off
 }
 
 // OpenStore opens the store a DB string names.
@@ -110,8 +119,14 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	} else {
 		log.Warn("no token issuer configured: anyone who reaches the API may submit and cancel jobs, moved with the service's own credentials (see docs/transfer.md)")
 	}
+	if t.records, err = newRecorder(o.Records, "transfer", nil, log, reg); err != nil {
+		t.Close()
+		return nil, err
+	}
 	so := o.Service
 	so.Store, so.Client, so.Log = st, o.Client, log.With("component", "transfer")
+	so.Metrics = metrics.NewTransfer(reg)
+	so.Records = sinkOf(t.records)
 	if t.svc, err = transfer.New(so); err != nil {
 		t.Close()
 		return nil, err
@@ -122,6 +137,7 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 
 // Close releases the store and the token verifier.
 func (t *Transfer) Close() {
+	closeRecorder(t.records, t.log)
 	if t.policy != nil {
 		t.policy.close()
 	}
@@ -137,6 +153,14 @@ func (t *Transfer) Handler() http.Handler {
 		api = t.requireToken(api)
 	}
 	mux.Handle("/api/", api)
+	if t.policy.tokens == nil || t.o.UIAnonymous {
+		mux.Handle("/ui", ui.TransferHandler(t.svc))
+		mux.Handle("/ui/", ui.TransferHandler(t.svc))
+	} else {
+		mux.HandleFunc("/ui/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the dashboard shows every job: on a service with token issuers it is off unless started with --ui-anonymous", http.StatusForbidden)
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
 	return mux
@@ -185,9 +209,15 @@ func (t *Transfer) Serve(ctx context.Context, ln net.Listener) error {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	if t.records != nil {
+		t.records.SetServer("http://" + ln.Addr().String())
+	}
 	err := serveHTTP(ctx, t.log, hs, ln, timeout, nil)
 	cancel()
-	if rerr := <-done; rerr != nil && !errors.Is(rerr, context.Canceled) {
+	rerr := <-done
+	// The attempts cut short are recorded: then the records are written.
+	closeRecorder(t.records, t.log)
+	if rerr != nil && !errors.Is(rerr, context.Canceled) {
 		return rerr
 	}
 	return err

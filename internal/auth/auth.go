@@ -145,3 +145,31 @@ type AllowAll struct{}
 
 // Authorize implements Authorizer.
 func (AllowAll) Authorize(context.Context, Request) error { return nil }
+
+// IdentitySink learns the identity a Policy verified for a request: the
+// token's subject, else the certificate's DN (never the token). Front-ends
+// put one in the request's context (WithIdentitySink) for their records.
+type IdentitySink interface {
+	SetUser(user string)
+}
+
+type identitySinkKey struct{}
+
+// WithIdentitySink returns ctx carrying s.
+func WithIdentitySink(ctx context.Context, s IdentitySink) context.Context {
+	return context.WithValue(ctx, identitySinkKey{}, s)
+}
+
+// noteIdentity tells ctx's IdentitySink, if any, who id is.
+func noteIdentity(ctx context.Context, id *identity) {
+	s, ok := ctx.Value(identitySinkKey{}).(IdentitySink)
+	if !ok || id == nil {
+		return
+	}
+	switch {
+	case id.claims != nil && id.claims.Subject != "":
+		s.SetUser(id.claims.Subject)
+	case id.cert != nil && id.cert.DN != "":
+		s.SetUser(id.cert.DN)
+	}
+}

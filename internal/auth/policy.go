@@ -109,6 +109,7 @@ func (p *Policy) Authorize(ctx context.Context, r Request) error {
 	if err != nil {
 		return err
 	}
+	noteIdentity(ctx, id)
 	need := needOf(r.Op)
 	if need == needRead && rule.AnonymousRead {
 		return nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +60,7 @@ func TestRootBaskets(t *testing.T) {
 
 func TestIOzoneQuick(t *testing.T) {
 	rows := execQuick(t, "iozone", map[string]string{
-		"size": "4MiB", "records": "64KiB 1MiB", "rtts": "0 20", "maxops": "20", "fio-runtime": "1s",
+		"size": "4MiB", "records": "64KiB 1MiB", "rtts": "0 20", "maxops": "20", "fio-runtime": "1s", "mounts": "",
 	})
 	seen := map[string]bool{}
 	for _, row := range rows {
@@ -81,6 +83,67 @@ func TestIOzoneQuick(t *testing.T) {
 	if l, w := ioMBs(rows, "wanda-0ms", "randread", 64<<10), ioMBs(rows, "wanda-20ms", "randread", 64<<10); !(w < l/2) {
 		t.Errorf("64 KiB random reads: %.1f MB/s at 20 ms, %.1f MB/s on loopback: the RTT does not show", w, l)
 	}
+}
+
+// The sweep on FUSE mounts of the same path: wanda mount (and xrootdfs
+// when installed) rows for every pattern, cold and warm, and cp and cat.
+func TestIOzoneMountQuick(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("FUSE prerequisite missing in CI: %v", err)
+		}
+		t.Skipf("skipping: %v (with CI set this is a failure)", err)
+	}
+	_, xerr := exec.LookPath("xrootdfs")
+	rows := execQuick(t, "iozone", map[string]string{
+		"size": "4MiB", "records": "64KiB 1MiB", "rtts": "0 20", "maxops": "20", "mounts": "wanda xrootdfs",
+	})
+	seen := map[string]bool{}
+	for _, row := range rows {
+		mbs, ok := toFloat(row.Get("mb_s"))
+		if !ok || mbs <= 0 {
+			t.Errorf("row %v: mb_s not positive", row)
+		}
+		c, _ := row.Get("cache").(string)
+		seen[strings.TrimSpace(row.Get("path").(string)+" "+row.Get("op").(string)+" "+c)] = true
+	}
+	fss := []string{"mount"}
+	if xerr == nil {
+		fss = append(fss, "xrootdfs")
+	}
+	for _, fs := range fss {
+		for _, rtt := range []string{"0ms", "20ms"} {
+			for _, want := range []string{"seqread cold", "seqread warm", "randread cold", "randread warm", "seqwrite", "randwrite", "cat cold"} {
+				if fs == "xrootdfs" && strings.HasSuffix(want, "write") {
+					continue // xrootdfs cannot create files on wanda's root:// (noted in the report)
+				}
+				if k := fs + "-" + rtt + " " + want; !seen[k] {
+					t.Errorf("no row for %s", k)
+				}
+			}
+		}
+	}
+	for _, rtt := range []string{"0ms", "20ms"} {
+		if !seen["wanda-"+rtt+" cp"] {
+			t.Errorf("no cp row at %s", rtt)
+		}
+	}
+	// Warm reads come from the block cache: at 20 ms far above cold ones.
+	cold, warm := ioMBsCache(rows, "mount-20ms", "randread", 64<<10, "cold"), ioMBsCache(rows, "mount-20ms", "randread", 64<<10, "warm")
+	if !(warm > 2*cold) {
+		t.Errorf("64 KiB random reads on the mount at 20 ms: warm %.1f MB/s, cold %.1f MB/s: the block cache does not show", warm, cold)
+	}
+}
+
+func ioMBsCache(rows []Row, path, op string, rec int64, cache string) float64 {
+	for _, row := range rows {
+		r, _ := toFloat(row.Get("record_bytes"))
+		if row.Get("path") == path && row.Get("op") == op && row.Get("cache") == cache && int64(r) == rec {
+			v, _ := toFloat(row.Get("mb_s"))
+			return v
+		}
+	}
+	return 0
 }
 
 func TestCacheModesQuick(t *testing.T) {

@@ -52,6 +52,9 @@ func init() {
 			{Name: "window", Help: "emulated TCP window per connection (relayed paths)", Default: "4MiB"},
 			{Name: "maxops", Help: "most reads per remote point (seqread reads the file's first records, randread a random sample)", Default: "1000", Quick: "200"},
 			{Name: "fio-runtime", Help: "bound of one fio job", Default: "20s", Quick: "5s"},
+			{Name: "mount-block", Help: "block size of wanda mount's cache", Default: "1MiB"},
+			{Name: "mount-prefetch", Help: "blocks wanda mount fetches ahead of a sequential reader", Default: "16"},
+			{Name: "mounts", Help: "filesystems measured on the same path besides the client library: wanda (wanda mount, FUSE), xrootdfs (XRootD's FUSE client over root://); empty: none", Default: "wanda xrootdfs"},
 		},
 		Run: runIOzone,
 	})
@@ -112,6 +115,11 @@ func runIOzone(ctx context.Context, r *Run) error {
 		r.Note("fio: not installed (apt-get install fio), local-fio rows skipped")
 	}
 	perRep += len(rtts) * (2*len(records) + 2)
+	mounters := ioMounters(r, strings.Fields(r.Str("mounts")), r.Size("mount-block"), r.Int("mount-prefetch"))
+	perRep += len(rtts) * (1 + len(mounters)*ioMountSteps(records))
+	if len(mounters) > 0 {
+		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")
+	}
 	n, i := r.Reps()*perRep, 0
 	step := func(point string) error {
 		i++
@@ -139,6 +147,20 @@ func runIOzone(ctx context.Context, r *Run) error {
 				}
 			}
 			err := ioRemote(ctx, r, rep, "http://"+addr, ioPathName(rtt), src, size, records, maxOps, step)
+			if err == nil {
+				if err = step(fmt.Sprintf("rep %d %s cp", rep, ioPathName(rtt))); err == nil {
+					err = ioCp(ctx, r, rep, "http://"+addr, ioPathName(rtt), size)
+				}
+			}
+			for _, fm := range mounters {
+				if err != nil {
+					break
+				}
+				path := fmt.Sprintf("%s-%dms", fm.name, rtt.Milliseconds())
+				if err = ioMount(ctx, r, rep, fm, "http://"+addr, path, size, records, maxOps, step); err != nil {
+					err = fmt.Errorf("%s: %w", path, err)
+				}
+			}
 			if rl != nil {
 				rl.Close() // before the next relay starts; the cleanup closes it again, harmlessly
 			}
@@ -152,6 +174,15 @@ func runIOzone(ctx context.Context, r *Run) error {
 	r.Plot(PlotSpec{Name: "iozone-remote", Title: "over wanda: reads vs record length",
 		X: "record_bytes", Y: "mb_s", Group: []string{"path", "op"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
 		Where: func(row Row) bool { p, _ := row.Get("path").(string); return strings.HasPrefix(p, "wanda-") }})
+	if len(mounters) > 0 {
+		r.Plot(PlotSpec{Name: "iozone-mount", Title: "on a mount: reads vs record length, cold and warm",
+			X: "record_bytes", Y: "mb_s", Group: []string{"path", "op", "cache"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
+			Where: func(row Row) bool {
+				p, _ := row.Get("path").(string)
+				op, _ := row.Get("op").(string)
+				return (strings.HasPrefix(p, "mount-") || strings.HasPrefix(p, "xrootdfs-") || p == "local") && strings.HasSuffix(op, "read")
+			}})
+	}
 	r.SeedTable(seed002IOzone)
 	return nil
 }

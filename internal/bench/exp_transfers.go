@@ -34,7 +34,9 @@ func init() {
 			`again after a pause. The ideal is the bytes at the link rate plus three round trips; the goal is ` +
 			`within 1.5x of it, every file FINISHED. The optimizer's limit and the link's rate are sampled every ` +
 			`second. Large files are hard links of one random file (page-cached at the source; the destination ` +
-			`writes them all).`,
+			`writes them all to disk); the small files land on tmpfs by default, and the disk's own rate for ` +
+			`small files is measured beside. The CPU time of each process per file gives the CPU floor: the ` +
+			`phase's CPU over the machine's cores.`,
 		Params: []Param{
 			{Name: "rtt", Help: "round-trip time of the relay", Default: "50ms"},
 			{Name: "rate", Help: "link rate of the relay, shared", Default: "1Gbit"},

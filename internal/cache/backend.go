@@ -256,7 +256,14 @@ type file struct {
 	fd     *os.File
 	name   string
 	closed atomic.Bool
+	// hit and miss are the bytes of this handle's reads found on disk
+	// and fetched upstream (its access record's).
+	hit, miss atomic.Int64
 }
+
+// CacheBytes is the bytes of this handle's reads served from the cache's
+// disk and fetched upstream (monitor.CacheCounter).
+func (f *file) CacheBytes() (hit, miss int64) { return f.hit.Load(), f.miss.Load() }
 
 func (f *file) Stat() (storage.FileInfo, error) {
 	f.e.mu.Lock()
@@ -296,6 +303,8 @@ func (f *file) Fill(ctx context.Context, spans []storage.Span) error {
 	}
 	fetched, err := e.fill(ctx, spans, claimed)
 	c.met.served(want, fetched)
+	f.miss.Add(min(fetched, want))
+	f.hit.Add(max(0, want-fetched))
 	return err
 }
 

@@ -51,7 +51,12 @@ type Options struct {
 	// VerifyAlways checks a block's checksum every time it is served;
 	// otherwise once per block after it was loaded from disk.
 	VerifyAlways bool
-	ListTTL      time.Duration
+	// CoalesceReads makes the blocks that concurrent readers of a file
+	// miss while a fetch of that file runs go together in the next fetch
+	// (a vector read) rather than in a request each (the FUSE mount: many
+	// threads of one process reading small pieces at once).
+	CoalesceReads bool
+	ListTTL       time.Duration
 	// Passthrough sends writes to the upstream; otherwise they are refused.
 	Passthrough  bool
 	StallTimeout time.Duration
@@ -108,8 +113,10 @@ type Cache struct {
 // it, and starts the purger.
 func New(o Options) (*Cache, error) {
 	u, err := url.Parse(strings.TrimRight(o.Upstream, "/"))
-	if err != nil || fed.CheckBaseURL(o.Upstream) != nil {
-		return nil, fmt.Errorf("cache: upstream %q: want http(s)://host:port", o.Upstream)
+	if err != nil || fed.CheckStaticURL(o.Upstream) != nil {
+		// root:// too: the engine reads any URL it has a transport for
+		// (the FUSE mount reads root:// servers through this cache).
+		return nil, fmt.Errorf("cache: upstream %q: want http(s)://host:port or root(s)://host:port", o.Upstream)
 	}
 	if o.BlockSize <= 0 || o.MaxSize <= 0 || o.Dir == "" {
 		return nil, errors.New("cache: block size, max size and dir are required")

@@ -44,6 +44,10 @@ type entry struct {
 	next atomic.Int64
 	// sem bounds this file's upstream requests.
 	sem chan struct{}
+	// With Options.CoalesceReads: a demand fetch is running (demanding),
+	// and the blocks claimed meanwhile wait in queued for the next one.
+	demanding bool
+	queued    []int
 }
 
 // perFileUpstream is how many upstream requests one file may have in
@@ -232,7 +236,11 @@ func (e *entry) fill(ctx context.Context, spans []storage.Span, claimed func()) 
 	if len(mine) > 0 {
 		// Not the requester's context: the blocks are for everyone
 		// waiting on them, and stay in the cache if this client leaves.
-		e.c.goFetch(func() { e.fetch(mine, false) })
+		if e.c.opts.CoalesceReads {
+			e.demand(mine)
+		} else {
+			e.c.goFetch(func() { e.fetch(mine, false) })
+		}
 		for _, b := range mine {
 			fetched += e.blockLen(b)
 		}
@@ -347,4 +355,31 @@ func (e *entry) finish(blocks []int, err error) {
 			delete(e.inflight, b)
 		}
 	}
+}
+
+// demand fetches blocks claimed by readers, coalesced (Options.
+// CoalesceReads): while one demand fetch of the file runs, the blocks
+// other readers claim meanwhile queue, and go together in the next one
+// — one vector read for many small concurrent reads instead of a request
+// each. The blocks are registered in inflight: waiters wait there.
+func (e *entry) demand(blocks []int) {
+	e.mu.Lock()
+	if e.demanding {
+		e.queued = append(e.queued, blocks...)
+		e.mu.Unlock()
+		return
+	}
+	e.demanding = true
+	e.mu.Unlock()
+	e.c.goFetch(func() {
+		for batch := blocks; len(batch) > 0; {
+			e.fetch(batch, false)
+			e.mu.Lock()
+			batch, e.queued = e.queued, nil
+			if len(batch) == 0 {
+				e.demanding = false
+			}
+			e.mu.Unlock()
+		}
+	})
 }

@@ -212,6 +212,12 @@ func (u *upload) Abort() error {
 	return os.Remove(u.f.Name())
 }
 
+// Invalidate drops what the cache knows of the logical path p ("/a/b"):
+// its blocks and its stat and listing. A writer that changed p upstream
+// by another way than this cache calls it (the FUSE mount, after an
+// upload, a rename or a delete), so that the next read fetches afresh.
+func (c *Cache) Invalidate(p string) { c.forget(p) }
+
 // forget drops what the cache knows of p after a write through it.
 func (c *Cache) forget(p string) {
 	c.meta.forget(p)
@@ -251,7 +257,8 @@ func (b *backend) Mkdir(ctx context.Context, name string, parents bool) error {
 	return nil
 }
 
-// Rename is not passed through: the client engine has no MOVE.
+// Rename is not passed through: the engine's MOVE (Client.Rename) always
+// replaces the destination, and Overwrite: F could not be kept atomically.
 func (b *backend) Rename(_ context.Context, from, _ string, _ bool) error {
 	return fmt.Errorf("%s: MOVE through a cache: %w", logical(from), storage.ErrUnsupported)
 }

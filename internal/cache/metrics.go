@@ -50,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, c *Cache) *metrics {
 			func() float64 { return float64(c.Stats().UsedBytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_files", Help: "Files in the cache."},
 			func() float64 { return float64(c.Stats().Files) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_max_bytes", Help: "The cache's size (cache.max_size): its blocks never exceed it."},
+			func() float64 { return float64(c.opts.MaxSize) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wanda_cache_high_watermark_ratio", Help: "The share of the size above which the cache purges (cache.high_watermark)."},
+			func() float64 { return c.opts.HighWatermark }),
 	)
 	// The memory budget (cache.ram): read from its atomics, no lock.
 	b, p := c.bufs.b, c.bufs

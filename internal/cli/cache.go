@@ -18,10 +18,12 @@ import (
 func newCacheCmd() *cobra.Command {
 	var (
 		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify string
+		check                                                                                        bool
 		upToken                                                                                      string
 		prefetch, streams                                                                            int
 		ff                                                                                           fedFlags
 		af                                                                                           authFlags
+		rf                                                                                           recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -80,6 +82,9 @@ block and LRU purging between watermarks (docs/cache.md).
 			if err := ff.apply(cmd, &fc.Join, &fc.Advertise, &fc.ID, &fc.Labels, &fc.Priority, &fc.Token); err != nil {
 				return err
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.ValidateCache(); err != nil {
 				return usageError{err}
 			}
@@ -90,6 +95,10 @@ block and LRU purging between watermarks (docs/cache.md).
 				return err
 			}
 			defer c.Close()
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda cache: the configuration is valid (listen %s); --check: not serving\n", k.Listen)
+				return nil
+			}
 			ln, err := app.Listen(k.Listen)
 			if err != nil {
 				return err
@@ -99,6 +108,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.DefaultCache().Listen, "address to serve HTTP(S) on")
 	f.StringVar(&upstream, "upstream", "", "the server or redirector to read from (http(s)://host:port)")
 	f.StringVar(&dir, "dir", "", "directory for cached blocks (kept across restarts)")
@@ -114,6 +124,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	cmd.AddCommand(newCacheStatsCmd())
 	return cmd
 }

@@ -53,7 +53,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDemoCmd(),
 		newWanCmd(),
 		newBenchCmd(),
-		newCpCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
+		newCpCmd(), newMountCmd(), newGetCmd(), newPutCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newMkdirCmd(), newCatCmd(), newSumCmd(),
 		newTransferCmd(),
 		newTokenCmd(), newVersionCmd(),
 	)

@@ -163,6 +163,7 @@ func runFedDemo(ctx context.Context, out, logw io.Writer, dir string) error {
 	go func() { tc <- tr.Serve(ctx, tln) }()
 	xfer := "http://" + tln.Addr().String()
 	fmt.Fprintf(out, "   transfer service   %s\n", xfer)
+	fmt.Fprintf(out, "   dashboards         %s/ui/ (the federation)  %s/ui/ (the transfers)\n", global, xfer)
 	fmt.Fprintln(out)
 	a := siteURL["A"]
 	return runSteps(ctx, out, [][]string{

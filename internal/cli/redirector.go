@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -65,8 +66,10 @@ func (f *fedFlags) apply(cmd *cobra.Command, join *[]string, advertise, id *stri
 func newRedirectorCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat string
+		check                                bool
 		ff                                   fedFlags
 		af                                   authFlags
+		rf                                   recordsFlags
 		members                              []string
 	)
 	cmd := &cobra.Command{
@@ -115,6 +118,9 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if cmd.Flags().Changed("log-format") {
 				cfg.Log.Format = logFormat
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.ValidateRedirector(); err != nil {
 				return usageError{err}
 			}
@@ -123,6 +129,10 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			rd, err := app.NewRedirector(cfg, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
+			}
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda redirector: the configuration is valid (listen %s); --check: not serving\n", r.Listen)
+				return nil
 			}
 			ln, err := app.Listen(r.Listen)
 			if err != nil {
@@ -133,12 +143,14 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
 	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...]: any HTTP server, asked with HEAD (root:// clients go to HOST:PORT if given, else to URL's), or root://HOST:PORT=PREFIX, an XRootD server or cmsd without HTTP, asked with kXR_stat")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

@@ -15,9 +15,11 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		cfgFile, listen, logLevel, logFormat, bufferMemory, tpcCA string
+		check                                                     bool
 		exports, exportsRO, tpcAllow                              []string
 		ff                                                        fedFlags
 		af                                                        authFlags
+		rf                                                        recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -80,6 +82,9 @@ Flags override the config file; --export adds to its exports.
 			if cmd.Flags().Changed("log-format") {
 				cfg.Log.Format = logFormat
 			}
+			if err := rf.apply(cmd, &cfg.Records); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -90,6 +95,10 @@ Flags override the config file; --export adds to its exports.
 				return err
 			}
 			defer srv.Close()
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "wanda server: the configuration is valid (listen %s); --check: not serving\n", cfg.Server.Listen)
+				return nil
+			}
 			ln, err := app.Listen(cfg.Server.Listen)
 			if err != nil {
 				return err
@@ -99,6 +108,7 @@ Flags override the config file; --export adds to its exports.
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
+	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringArrayVar(&exports, "export", nil, "export a directory or an S3 bucket: PREFIX=DIR or PREFIX=s3://BUCKET/PREFIX (repeatable)")
 	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
@@ -109,6 +119,7 @@ Flags override the config file; --export adds to its exports.
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

@@ -42,9 +42,11 @@ func newTransferServeCmd() *cobra.Command {
 	var (
 		listen, db, logLevel, logFormat string
 		allow, tokenHosts               []string
+		uiAnonymous                     bool
 		o                               transfer.Options
 		cf                              clientFlags
 		af                              authFlags
+		rf                              recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --db sqlite:PATH|postgres://...",
@@ -60,8 +62,12 @@ func newTransferServeCmd() *cobra.Command {
 			if err := af.apply(cmd, &ac, &tls); err != nil {
 				return err
 			}
+			rc := config.DefaultRecords()
+			if err := rf.apply(cmd, &rc); err != nil {
+				return err
+			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -84,10 +90,12 @@ func newTransferServeCmd() *cobra.Command {
 	f.DurationVar(&o.Optimizer.Interval, "optimizer-interval", 10*time.Second, "how often a busy link's limit is reconsidered")
 	f.StringArrayVar(&allow, "allow", nil, "let transfers reach this CIDR range, refused by default when private, loopback or link-local (repeatable), e.g. 10.1.0.0/16")
 	f.StringArrayVar(&tokenHosts, "token-host", nil, "a storage (host:port) the service's own token (--token) may be sent to (repeatable); no other host gets it")
+	f.BoolVar(&uiAnonymous, "ui-anonymous", false, "with token issuers configured, show the dashboard (/ui/: every job's id, submitter, state and file counts, the links) without a token; without issuers it is always shown")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cf.add(cmd)
 	af.add(cmd)
+	rf.add(cmd)
 	return cmd
 }
 

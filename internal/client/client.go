@@ -52,6 +52,20 @@ func New() *Client {
 	return c
 }
 
+// Clone returns a client with the same transports (their connections and
+// credentials are shared) and a copy of the policy, to be set apart: the
+// FUSE mount's block cache tries twice where its metadata and uploads
+// follow the user's --retries. Its redirect cache starts empty.
+func (c *Client) Clone() *Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := &Client{Policy: c.Policy, Log: c.Log, HTTP: c.HTTP, transports: map[string]Transport{}, routes: map[string]*route{}}
+	for k, t := range c.transports {
+		n.transports[k] = t
+	}
+	return n
+}
+
 // Register makes t the transport of URLs with this scheme.
 func (c *Client) Register(scheme string, t Transport) {
 	c.mu.Lock()

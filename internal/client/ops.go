@@ -20,6 +20,17 @@ func (c *Client) Stat(ctx context.Context, rawURL string) (Info, error) {
 	return c.stat(ctx, u, []string{checksum.Adler32}, true)
 }
 
+// StatNoSums is Stat without asking for checksums: what a filesystem's
+// getattr needs, at the price of a listing entry (a server may have to
+// read a whole file to checksum it).
+func (c *Client) StatNoSums(ctx context.Context, rawURL string) (Info, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return Info{}, err
+	}
+	return c.stat(ctx, u, nil, true)
+}
+
 func (c *Client) stat(ctx context.Context, u *url.URL, want []string, dir bool) (Info, error) {
 	var in Info
 	err := c.run(ctx, u, call{

@@ -174,5 +174,6 @@ func (c Config) ValidateCache() error {
 		errs = append(errs, errors.New("cache.tls: give both cert and key"))
 	}
 	errs = append(errs, c.Log.validate()...)
+	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
 }

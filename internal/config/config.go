@@ -25,6 +25,8 @@ type Config struct {
 	// Auth is the site policy of every role and protocol.
 	Auth Auth `yaml:"auth"`
 	Log  Log  `yaml:"log"`
+	// Records are the per-access records of whichever role runs.
+	Records Records `yaml:"records"`
 }
 
 // Server is the data server role.
@@ -236,6 +238,7 @@ func Default() Config {
 		Cache:      DefaultCache(),
 		Auth:       DefaultAuth(),
 		Log:        Log{Level: "info", Format: "text"},
+		Records:    DefaultRecords(),
 	}
 }
 
@@ -326,6 +329,7 @@ func (c Config) Validate() error {
 	errs = append(errs, validateFederation(s.Federation, "server.federation")...)
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Log.validate()...)
+	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
 }
 

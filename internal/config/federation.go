@@ -78,6 +78,25 @@ type Redirector struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// XRootD answers root:// clients on the same port with kXR_redirect.
 	XRootD bool `yaml:"xrootd"`
+	// UI serves the dashboard at /ui/ (read only, like the topology API).
+	UI bool `yaml:"ui"`
+	// Probe checks every site below with a test file (off without a path).
+	Probe Probe `yaml:"probe"`
+}
+
+// Probe is the site probes' section (docs/operations.md).
+type Probe struct {
+	// Path is each site's test file; "{site}" is the site's label, e.g.
+	// "/store/test/{site}/probe.dat". Empty: no probes.
+	Path string `yaml:"path"`
+	// Every is the interval (5m), Timeout bounds one probe (30s).
+	Every   time.Duration `yaml:"every"`
+	Timeout time.Duration `yaml:"timeout"`
+	// Write also writes, reads back and removes a file beside the test
+	// file on each server (the probe's token, Token, must allow it).
+	Write bool `yaml:"write"`
+	// TokenFile holds a bearer token the probes send (read at each round).
+	TokenFile string `yaml:"token_file"`
 }
 
 // StaticMember is a member configured by hand.
@@ -106,6 +125,8 @@ func DefaultRedirector() Redirector {
 		WriteSelect:      "space",
 		ShutdownTimeout:  30 * time.Second,
 		XRootD:           true,
+		UI:               true,
+		Probe:            Probe{Every: 5 * time.Minute, Timeout: 30 * time.Second},
 	}
 }
 
@@ -137,6 +158,12 @@ func (c Config) ValidateRedirector() error {
 	}
 	if r.MissLimit < 1 {
 		errs = append(errs, errors.New("redirector.miss_limit: must be at least 1"))
+	}
+	if p := r.Probe; p.Path != "" && (!strings.HasPrefix(p.Path, "/") || !strings.Contains(p.Path, "{site}")) {
+		errs = append(errs, fmt.Errorf("redirector.probe.path %q: want an absolute path naming the site, e.g. /store/test/{site}/probe.dat", p.Path))
+	}
+	if p := r.Probe; p.Path != "" && (p.Every < time.Second || p.Timeout <= 0) {
+		errs = append(errs, errors.New("redirector.probe: every must be at least 1s and timeout positive"))
 	}
 	if r.LookupTimeout < 10*time.Millisecond {
 		errs = append(errs, errors.New("redirector.lookup_timeout: must be at least 10ms"))
@@ -191,5 +218,6 @@ func (c Config) ValidateRedirector() error {
 		errs = append(errs, errors.New("redirector.tls: give both cert and key"))
 	}
 	errs = append(errs, c.Log.validate()...)
+	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
 }

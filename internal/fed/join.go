@@ -66,15 +66,23 @@ type ParentStatus struct {
 // idempotent, so a restarted redirector learns the member again from the
 // next one, without any action on either side.
 type Joiner struct {
-	opts    JoinOptions
-	log     *slog.Logger
-	client  *http.Client
-	ownTr   *http.Transport // closed at Stop when the client is ours
-	parents []*parent
+	opts   JoinOptions
+	log    *slog.Logger
+	client *http.Client
+	// watchClient holds the persistent connections (watch.go): the
+	// client's transport, no overall timeout.
+	watchClient *http.Client
+	ownTr       *http.Transport // closed at Stop when the client is ours
+	parents     []*parent
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// The persistent connections (watch.go) outlive the loops until the
+	// goodbyes are said: a member that leaves is not reported lost.
+	watchCtx    context.Context
+	watchCancel context.CancelFunc
+	watchWG     sync.WaitGroup
+	stopOnce    sync.Once
 }
 
 type parent struct {
@@ -87,6 +95,10 @@ type parent struct {
 	failing  bool   // the last attempt failed (its failure was logged)
 	lastID   string // member ID of the last heartbeat, for DELETE
 	interval time.Duration
+	// watching: the persistent connection is open; watchAfter: not
+	// before then (the redirector refused one).
+	watching   bool
+	watchAfter time.Time
 }
 
 // StartJoiner starts one heartbeat loop per parent; each sends its first
@@ -103,8 +115,10 @@ func StartJoiner(opts JoinOptions) *Joiner {
 		j.ownTr = http.DefaultTransport.(*http.Transport).Clone()
 		j.client = &http.Client{Transport: j.ownTr, Timeout: 5 * time.Second}
 	}
+	j.watchClient = &http.Client{Transport: j.client.Transport}
 	ctx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
+	j.watchCtx, j.watchCancel = context.WithCancel(context.Background())
 	for _, u := range opts.Parents {
 		p := &parent{url: BaseURL(u), kick: make(chan struct{}, 1), interval: opts.Interval}
 		p.st = ParentStatus{URL: p.url, Interval: p.interval}
@@ -139,8 +153,9 @@ func (j *Joiner) Status() []ParentStatus {
 
 // Stop ends the heartbeat loops (aborting heartbeats in flight), then tells
 // every parent the member leaves (DELETE, in parallel, best effort, bounded
-// by ctx and the client's timeout) and returns when all that is done. Later
-// calls return at once.
+// by ctx and the client's timeout), then closes the persistent
+// connections, and returns when all that is done. Later calls return at
+// once.
 func (j *Joiner) Stop(ctx context.Context) {
 	j.stopOnce.Do(func() {
 		j.cancel()
@@ -166,6 +181,8 @@ func (j *Joiner) Stop(ctx context.Context) {
 			})
 		}
 		wg.Wait()
+		j.watchCancel()
+		j.watchWG.Wait()
 		if j.ownTr != nil {
 			j.ownTr.CloseIdleConnections()
 		}
@@ -244,6 +261,7 @@ func (j *Joiner) beat(ctx context.Context, p *parent) bool {
 		log.Info("redirector changed drain state", "drained", reply.Drained)
 	}
 	p.failing, p.everOK = false, true
+	j.startWatch(p, m.ID, m.Instance)
 	p.st.Joined, p.st.LastOK, p.st.LastError = true, time.Now(), ""
 	p.st.Drained, p.st.Redirector = reply.Drained, reply.Redirector
 	if reply.IntervalMS > 0 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wanda-fed/wanda/internal/fed"
 )
 
@@ -245,4 +247,32 @@ func poll(timeout time.Duration, cond func() bool) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// MetricNames is every metric the current life of n registered, those
+// with no sample yet included (a vector nobody used).
+func (n *Node) MetricNames() []string {
+	n.mu.Lock()
+	r := n.cur
+	n.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return DescribedNames(r.reg)
+}
+
+// DescribedNames is the names of every metric reg holds.
+func DescribedNames(reg *prometheus.Registry) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() { reg.Describe(ch); close(ch) }()
+	var names []string
+	for d := range ch {
+		// A Desc tells its name only in its String: Desc{fqName: "name", ...}.
+		if _, rest, ok := strings.Cut(d.String(), `fqName: "`); ok {
+			if name, _, ok := strings.Cut(rest, `"`); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }

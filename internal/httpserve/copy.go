@@ -11,6 +11,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
 )
 
@@ -87,12 +88,18 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusAccepted)
 	m := tpc.NewMarkers(w)
 	prog := tpc.NewProgress()
-	m.Marker(prog, time.Now())
+	// The 202 and a first marker go out once the copy has run a moment
+	// (or with its end, when it ends before: a short copy answers in one
+	// write), then every marker interval.
+	first := time.NewTimer(min(firstMarker, h.opts.TPCMarkerInterval))
+	defer first.Stop()
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	done := make(chan error, 1)
 	start := time.Now()
+	acc := monitor.FromContext(r.Context())
+	recordCopy(acc, pull, client.Redact(remote), t.URLPath(), prog)
 	var res client.Result
 	go func() {
 		var err error
@@ -108,24 +115,31 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 	for {
 		select {
 		case err = <-done:
-			m.Marker(prog, time.Now()) // the final count and the remotes
 			mode := "push"
 			if pull {
 				mode = "pull"
 			}
+			if pull {
+				acc.Write(prog.Bytes())
+			} else {
+				acc.Read(prog.Bytes())
+			}
 			if err != nil {
+				acc.Fail(strings.ReplaceAll(tpc.Reason(err), " ", "_"), 0)
 				h.log.Warn("third-party copy failed", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
 					"streams", req.Streams, "bytes", prog.Bytes(), "reason", tpc.Reason(err), "err", err)
-				m.Failure(err)
 			} else {
 				h.log.Info("third-party copy", "mode", mode, "path", t.URLPath(), "remote", client.Redact(remote),
 					"streams", req.Streams, "bytes", prog.Bytes(), "seconds", time.Since(start).Seconds(), "checksum", res.Checksum, "verified", res.Verified)
-				if res.Verified {
-					m.Verified(res.Checksum)
-				}
-				m.Success()
 			}
+			verified := ""
+			if err == nil && res.Verified {
+				verified = res.Checksum
+			}
+			m.End(prog, time.Now(), verified, err) // the final count and the remotes, and the outcome
 			return nil
+		case now := <-first.C:
+			m.Marker(prog, now)
 		case now := <-tick.C:
 			m.Marker(prog, now)
 			if m.Gone() {
@@ -134,6 +148,9 @@ func (h *Handler) copy(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 }
+
+// firstMarker is how long a copy runs before its first perf marker.
+const firstMarker = 200 * time.Millisecond
 
 // copyRequest reads a COPY's transfer headers: TransferHeader<Name> are
 // sent as <Name> to the remote (TransferHeaderAuthorization carries the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/httprange"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
 
@@ -49,6 +50,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer recordFile(r, fi.Size, f)()
 	hdr := w.Header()
 	etag := ETag(fi)
 	hdr.Set("ETag", etag)
@@ -133,7 +135,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer buf.Release()
 	w.WriteHeader(http.StatusPartialContent)
-	return sendMultipart(r.Context(), newBufWriter(w, buf), w, f, mp, ranges)
+	if err := sendMultipart(r.Context(), newBufWriter(w, buf), w, f, mp, ranges); err != nil {
+		return err
+	}
+	var n int64
+	for _, rg := range ranges {
+		n += rg.Length
+	}
+	monitor.FromContext(r.Context()).ReadV(len(ranges), n)
+	return nil
 }
 
 // fillFirst has a Filler fetch the first chunk of a range before the

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 )
 
 // recorder captures status and byte counts. It forwards ReadFrom so that
@@ -20,7 +22,7 @@ type recorder struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
-	n           int64
+	n           atomic.Int64 // body bytes sent (read by progress records)
 	err         error
 }
 
@@ -36,7 +38,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	n, err := r.ResponseWriter.Write(p)
-	r.n += int64(n)
+	r.n.Add(int64(n))
 	return n, err
 }
 
@@ -52,7 +54,7 @@ func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
 		// HTTP/2 and httptest.ResponseRecorder have no ReadFrom.
 		n, err = io.Copy(r.ResponseWriter, src)
 	}
-	r.n += n
+	r.n.Add(n)
 	return n, err
 }
 
@@ -79,6 +81,20 @@ func (c *countingBody) Read(p []byte) (int, error) {
 // Middleware wraps next with request id -> access log -> metrics, the
 // order STYLE.md gives (auth is inside the handler, per operation).
 func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handler {
+	return MiddlewareWithRecords(next, log, m, Records{})
+}
+
+// Records configure the per-request records of MiddlewareWithRecords.
+type Records struct {
+	// Sink takes a record of every request on a file (nil: none).
+	Sink monitor.Sink
+	// Skip exempts requests that are not file accesses (APIs).
+	Skip func(r *http.Request) bool
+}
+
+// MiddlewareWithRecords is Middleware that also writes a record of each
+// request on a file (records.go) through rs.Sink.
+func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP, rs Records) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
@@ -95,10 +111,15 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 		// "100 Continue" was sent and how much body is left. Replacing it
 		// there made a refused "Expect: 100-continue" upload wait for a
 		// body the client never sends.
-		r2 := new(http.Request)
-		*r2 = *r
-		r2.Body = body
-		r = r2
+		ctx := r.Context()
+		acc := startRecord(rs, r)
+		if acc != nil {
+			ctx = monitor.NewContext(auth.WithIdentitySink(ctx, acc), acc)
+			// Progress records of a long request: its bytes so far.
+			acc.Live(func() (int64, int64) { return rec.n.Load(), body.n.Load() })
+		}
+		r = r.WithContext(ctx) // a shallow copy
+		r.Body = body
 		if m != nil {
 			m.InFlight.Inc()
 		}
@@ -118,16 +139,26 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 				method := metricMethod(r.Method)
 				m.Requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
 				m.Duration.WithLabelValues(method).Observe(d.Seconds())
-				m.BytesOut.Add(float64(rec.n))
+				m.BytesOut.Add(float64(rec.n.Load()))
 				m.BytesIn.Add(float64(body.n.Load()))
 			}
 			level := slog.LevelInfo
 			if status >= 500 {
 				level = slog.LevelError
 			}
+			if acc != nil && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
+				// Its record says all the access line would (and more):
+				// the access is not written twice. Errors are logged
+				// either way, and both are written at debug level.
+				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
+				if p != nil {
+					panic(p)
+				}
+				return
+			}
 			attrs := []slog.Attr{
 				slog.String("id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", status), slog.Int64("out", rec.n), slog.Int64("in", body.n.Load()),
+				slog.Int("status", status), slog.Int64("out", rec.n.Load()), slog.Int64("in", body.n.Load()),
 				slog.Duration("dur", d), slog.String("peer", r.RemoteAddr),
 			}
 			if ua := r.UserAgent(); ua != "" {
@@ -137,6 +168,7 @@ func Middleware(next http.Handler, log *slog.Logger, m *metrics.HTTP) http.Handl
 				attrs = append(attrs, slog.String("err", rec.err.Error()))
 			}
 			log.LogAttrs(r.Context(), level, "request", attrs...)
+			endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
 			if p != nil {
 				panic(p)
 			}

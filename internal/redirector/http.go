@@ -26,6 +26,8 @@ func (r *Redirector) Handler() http.Handler {
 		switch p := req.URL.Path; {
 		case p == "/api/v1/members":
 			r.serveMembers(w, req)
+		case p == fed.WatchPath:
+			r.serveWatch(w, req)
 		case p == "/api/v1/locate":
 			r.serveLocate(w, req)
 		case p == "/api/v1/topology":

@@ -162,6 +162,8 @@ type answer struct {
 	from string // member ID, or the parent URL
 	loc  fed.Located
 	err  error
+	// cand is the member asked (nil for a parent).
+	cand *candidate
 }
 
 // resolve asks the candidates in parallel and, on a miss, the parents.
@@ -252,7 +254,7 @@ func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate,
 	for _, c := range cands {
 		go func() {
 			loc, err := r.ask(ctx, c, q)
-			answers <- answer{from: c.ID, loc: loc, err: err}
+			answers <- answer{from: c.ID, loc: loc, err: err, cand: &c}
 		}()
 	}
 	var window <-chan time.Time
@@ -263,6 +265,11 @@ func (r *Redirector) askMembers(ctx context.Context, q Query, cands []candidate,
 		case a.err != nil:
 			errs = append(errs, fmt.Sprintf("%s: %v", a.from, a.err))
 			unknown = true
+			if c := a.cand; c != nil && !c.static && unreachable(a.err) && r.reg.lose(c.ID, c.Instance) {
+				// Nothing listens there: no client is sent to it until
+				// its next heartbeat.
+				r.lost(c.ID, "cannot connect to it: "+a.err.Error())
+			}
 		case a.loc.Status == fed.Found:
 			for _, rep := range a.loc.Replicas {
 				// A host the client failed with is no answer (and is not

@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer, r *Redirector) *metrics {
 			Name: "wanda_redirector_answers_total", Help: "Answers to data requests by status (307, 404, 403, 503).",
 		}, []string{"status"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wanda_redirector_members_lost_total", Help: "Members dropped for missing heartbeats.",
+			Name: "wanda_redirector_members_lost_total", Help: "Members dropped: missed heartbeats, their persistent connection closed, or unreachable when asked.",
 		}),
 	}
 	if reg == nil {

@@ -30,10 +30,13 @@ type registry struct {
 	// gen changes whenever a member joins or restarts: negative answers
 	// cached before may be wrong now.
 	gen uint64
+	// watchers counts the persistent connections of each member instance
+	// (liveness.go).
+	watchers map[watchKey]int
 }
 
 func newRegistry() *registry {
-	return &registry{members: map[string]*member{}, removed: map[string]removal{}}
+	return &registry{members: map[string]*member{}, removed: map[string]removal{}, watchers: map[watchKey]int{}}
 }
 
 // removal is an admin's removal of one instance of a member: a restarted

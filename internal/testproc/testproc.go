@@ -45,7 +45,7 @@ func RunIfChild() {
 
 // Process is a `wanda` process started by a test (StartProcess).
 type Process struct {
-	URL  string // advertised URL, from the "serving" log line
+	URL  string // advertised URL, from the "serving" log line ("redirector serving", ...)
 	Addr string // its host:port
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -64,9 +64,16 @@ func StartProcess(t testing.TB, env []string, args ...string) *Process {
 	if env == nil {
 		env = os.Environ()
 	}
+	return StartExe(t, os.Args[0], append(env, ChildEnv+"=1"), args...)
+}
+
+// StartExe is StartProcess of the executable exe (a built bin/wanda)
+// with exactly env.
+func StartExe(t testing.TB, exe string, env []string, args ...string) *Process {
+	t.Helper()
 	p := &Process{done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Env = append(env, ChildEnv+"=1")
+	p.cmd = exec.Command(exe, args...)
+	p.cmd.Env = env
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +92,7 @@ func StartProcess(t testing.TB, env []string, args ...string) *Process {
 			p.logs.WriteByte('\n')
 			p.mu.Unlock()
 			var rec struct{ Msg, URL string }
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "serving" && rec.URL != "" {
+			if json.Unmarshal(line, &rec) == nil && strings.HasSuffix(rec.Msg, "serving") && rec.URL != "" {
 				select {
 				case urls <- rec.URL:
 				default:
@@ -163,6 +170,10 @@ func (p *Process) Kill(t testing.TB) {
 		t.Fatal("the killed process did not exit within 10s")
 	}
 }
+
+// Stop ends the process as an operator does (SIGTERM; SIGKILL after 10s)
+// and waits for it.
+func (p *Process) Stop() { p.stop() }
 
 // stop ends the process: SIGTERM, then SIGKILL after 10s.
 func (p *Process) stop() {

@@ -80,10 +80,18 @@ func TestMarkers(t *testing.T) {
 	p.bytes.Store(12345)
 	p.remotes = []string{"tcp:127.0.0.1:1094", "tcp:[::1]:1094"}
 	m.Marker(p, time.Unix(1700000000, 0))
-	m.Failure(errors.Join(ErrNotAllowed, errors.New("two\nlines")))
-	want := "Perf Marker\nTimestamp: 1700000000\nStripe Index: 0\nStripe Bytes Transferred: 12345\nTotal Stripe Count: 1\n" +
-		"RemoteConnections: tcp:127.0.0.1:1094,tcp:[::1]:1094\nEnd\nfailure: remote not allowed: remote address not allowed two lines\n"
+	m.End(p, time.Unix(1700000001, 0), "", errors.Join(ErrNotAllowed, errors.New("two\nlines")))
+	marker := func(ts string) string {
+		return "Perf Marker\nTimestamp: " + ts + "\nStripe Index: 0\nStripe Bytes Transferred: 12345\nTotal Stripe Count: 1\n" +
+			"RemoteConnections: tcp:127.0.0.1:1094,tcp:[::1]:1094\nEnd\n"
+	}
+	want := marker("1700000000") + marker("1700000001") + "failure: remote not allowed: remote address not allowed two lines\n"
 	if b.String() != want {
 		t.Errorf("markers:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	m.End(p, time.Unix(1700000002, 0), "adler32:0a1b2c3d", nil)
+	if want := marker("1700000002") + "Wanda-Checksum-Verified: adler32:0a1b2c3d\nsuccess: Created\n"; b.String() != want {
+		t.Errorf("end of a verified copy:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

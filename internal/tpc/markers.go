@@ -42,7 +42,9 @@ func (m *Markers) write(s string) {
 }
 
 // Marker writes one perf marker of p's state.
-func (m *Markers) Marker(p *Progress, now time.Time) {
+func (m *Markers) Marker(p *Progress, now time.Time) { m.write(marker(p, now)) }
+
+func marker(p *Progress, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Perf Marker\n")
 	fmt.Fprintf(&b, "Timestamp: %d\n", now.Unix())
@@ -53,17 +55,24 @@ func (m *Markers) Marker(p *Progress, now time.Time) {
 		fmt.Fprintf(&b, "RemoteConnections: %s\n", strings.Join(r, ","))
 	}
 	fmt.Fprintf(&b, "End\n")
-	m.write(b.String())
+	return b.String()
 }
 
-// Verified says, before the final line, that the copy's checksum was
-// compared end to end ("adler32:0a1b2c3d"): wanda's client then need not
-// ask both ends again. Other clients skip a line they do not know (gfal2
-// and davix read only the fields of perf markers and the final line).
-func (m *Markers) Verified(sum string) { m.write("Wanda-Checksum-Verified: " + sum + "\n") }
-
-// Success ends the stream of a copy that succeeded.
-func (m *Markers) Success() { m.write("success: Created\n") }
-
-// Failure ends the stream of a copy that failed.
-func (m *Markers) Failure(err error) { m.write("failure: " + Message(err) + "\n") }
+// End writes the last marker, the final line and before it, when the
+// copy's checksum was compared end to end, a line that says so
+// ("Wanda-Checksum-Verified: adler32:0a1b2c3d": wanda's client then need
+// not ask both ends again; gfal2 and davix read only the markers' fields
+// and the final line), in one write: a short copy's whole answer leaves
+// in one packet.
+func (m *Markers) End(p *Progress, now time.Time, verified string, err error) {
+	s := marker(p, now)
+	switch {
+	case err != nil:
+		s += "failure: " + Message(err) + "\n"
+	case verified != "":
+		s += "Wanda-Checksum-Verified: " + verified + "\nsuccess: Created\n"
+	default:
+		s += "success: Created\n"
+	}
+	m.write(s)
+}

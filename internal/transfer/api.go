@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -127,6 +128,9 @@ func (s *Service) submit(w http.ResponseWriter, r *http.Request, subject string)
 			return
 		}
 		code = http.StatusOK // the same id again: the job as it is
+	}
+	if created && s.o.Metrics != nil {
+		s.o.Metrics.Jobs.Inc()
 	}
 	s.log.Info("job submitted", "job", stored.ID, "files", len(files), "submitter", stored.Submitter, "new", created)
 	s.Kick()
@@ -336,15 +340,30 @@ func (s *Service) cancel(w http.ResponseWriter, r *http.Request, subject string)
 }
 
 func (s *Service) links(w http.ResponseWriter, r *http.Request) {
+	infos, err := s.Links(r.Context(), 10)
+	if s.storeErr(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"links": infos})
+}
+
+// Links is the optimizer's view of every link, with its latest
+// decisions (at most n each, newest first).
+func (s *Service) Links(ctx context.Context, n int) ([]LinkInfo, error) {
 	infos := s.opt.snapshot()
 	for i := range infos {
-		ds, err := s.st.Decisions(r.Context(), infos[i].Link, 10)
-		if s.storeErr(w, err) {
-			return
+		ds, err := s.st.Decisions(ctx, infos[i].Link, n)
+		if err != nil {
+			return nil, err
 		}
 		infos[i].Decisions = ds
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"links": infos})
+	return infos, nil
+}
+
+// Jobs is the latest jobs of every submitter, newest first (at most n).
+func (s *Service) Jobs(ctx context.Context, n int) ([]store.Job, error) {
+	return s.st.ListJobs(ctx, store.JobQuery{Limit: n})
 }
 
 // storeErr answers a store error; it reports whether there was one.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
@@ -36,6 +38,7 @@ type optimizer struct {
 	o   OptimizerOptions
 	st  store.Store
 	log *slog.Logger
+	m   *metrics.Transfer // or nil
 
 	mu    sync.Mutex
 	links map[string]*linkState
@@ -56,7 +59,7 @@ type linkState struct {
 	active    int
 }
 
-func newOptimizer(o OptimizerOptions, st store.Store, log *slog.Logger) *optimizer {
+func newOptimizer(o OptimizerOptions, st store.Store, log *slog.Logger, m *metrics.Transfer) *optimizer {
 	if o.Min <= 0 {
 		o.Min = 2
 	}
@@ -74,7 +77,7 @@ func newOptimizer(o OptimizerOptions, st store.Store, log *slog.Logger) *optimiz
 	if o.Success <= 0 {
 		o.Success = 0.97
 	}
-	return &optimizer{o: o, st: st, log: log, links: map[string]*linkState{}}
+	return &optimizer{o: o, st: st, log: log, m: m, links: map[string]*linkState{}}
 }
 
 func (p *optimizer) state(link string, now time.Time) *linkState {
@@ -117,9 +120,24 @@ func (p *optimizer) finished(link string, a store.Attempt) {
 func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.LinkLoad, inflight map[string]int64) {
 	var decisions []store.Decision
 	p.mu.Lock()
+	for name, ls := range p.links {
+		if !slices.ContainsFunc(loads, func(l store.LinkLoad) bool { return l.Link == name }) && (ls.queued != 0 || ls.active != 0) {
+			// Nothing queued or active any more: the link is idle.
+			ls.queued, ls.active = 0, 0
+			if p.m != nil {
+				p.m.Queued.WithLabelValues(name).Set(0)
+				p.m.Active.WithLabelValues(name).Set(0)
+			}
+		}
+	}
 	for _, l := range loads {
 		ls := p.state(l.Link, now)
 		ls.queued, ls.active = l.Queued, l.Active
+		if p.m != nil {
+			p.m.Queued.WithLabelValues(l.Link).Set(float64(l.Queued))
+			p.m.Active.WithLabelValues(l.Link).Set(float64(l.Active))
+			p.m.Limit.WithLabelValues(l.Link).Set(float64(ls.limit))
+		}
 		if !p.due(ls, now) {
 			continue
 		}
@@ -157,6 +175,15 @@ func (p *optimizer) observe(ctx context.Context, now time.Time, loads []store.Li
 		ls.since, ls.doneBytes, ls.baseline, ls.ok, ls.fail = now, 0, inflight[l.Link], 0, 0
 		if ls.limit != old || ls.queued > 0 {
 			decisions = append(decisions, store.Decision{Link: l.Link, Time: now, Active: ls.limit, Rate: ls.rate, Success: ls.success, Reason: ls.reason})
+			if p.m != nil {
+				change := "hold"
+				if ls.limit > old {
+					change = "up"
+				} else if ls.limit < old {
+					change = "down"
+				}
+				p.m.Decisions.WithLabelValues(l.Link, change).Inc()
+			}
 		}
 	}
 	p.mu.Unlock()

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
@@ -45,9 +47,14 @@ type Options struct {
 	Streams int
 	// Optimizer bounds and pace (see OptimizerOptions).
 	Optimizer OptimizerOptions
-	Log       *slog.Logger
+	// Records takes a record of every attempt at a file (nil: none).
+	Records monitor.Sink
+	Log     *slog.Logger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// Metrics, when set, count jobs, attempts and bytes and show the
+	// links' queues, limits and the optimizer's decisions.
+	Metrics *metrics.Transfer
 }
 
 // Service is one instance of the transfer service.
@@ -107,7 +114,7 @@ func New(o Options) (*Service, error) {
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
 	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1)}
-	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log)
+	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log, o.Metrics)
 	return s, nil
 }
 
@@ -132,7 +139,9 @@ func (s *Service) start(ctx context.Context, f store.File) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
+		acc := s.startRecord(f, fl.prog)
 		a := s.move(fctx, f, p, fl.prog)
+		endRecord(acc, a)
 		s.finish(f, p, a, fl)
 	}()
 }
@@ -174,6 +183,16 @@ func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flig
 		next = store.FileFailed
 	}
 	s.opt.finished(f.Link, a)
+	if m := s.o.Metrics; m != nil {
+		result := a.ErrorClass
+		if result == "" {
+			result = "ok"
+		}
+		m.Attempts.WithLabelValues(f.Link, result).Inc()
+		if a.Mode != "" && a.Bytes > 0 {
+			m.Bytes.WithLabelValues(f.Link, a.Mode).Add(float64(a.Bytes))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.ends.record(ctx, s.st, s.owner, store.Ending{Attempt: a, Next: next, NotBefore: notBefore})

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
@@ -19,9 +23,11 @@ import (
 // behind all of alice's (first come, first served would start them
 // 23rd to 26th).
 func TestPriorityAndFairShare(t *testing.T) {
+	m := metrics.NewTransfer(prometheus.NewRegistry())
 	e := startEnv(t, func(o *transfer.Options) {
 		o.Tick = time.Hour // the queue is read when a job comes through the API
 		o.Optimizer = transfer.OptimizerOptions{Min: 2, Max: 2, Interval: time.Hour}
+		o.Metrics = m
 	})
 	su, _ := url.Parse(e.src.URL)
 	du, _ := url.Parse(e.dst.URL)
@@ -84,5 +90,19 @@ func TestPriorityAndFairShare(t *testing.T) {
 	// a slot freed while the scheduler waits may shift it by a place or two.
 	if lastBob > 13 {
 		t.Errorf("bob's last file started %d of %d: no fair share: %v", lastBob+1, len(order), order)
+	}
+	// The metrics saw it: one job through the API, 26 attempts ended well
+	// on the link, 26 x 64 KiB pulled, the link's limit 2.
+	if got := testutil.ToFloat64(m.Jobs); got != 1 {
+		t.Errorf("wanda_transfer_jobs_submitted_total %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Attempts.WithLabelValues(link, "ok")); got != 26 {
+		t.Errorf("wanda_transfer_attempts_total{result=ok} %v, want 26", got)
+	}
+	if got := testutil.ToFloat64(m.Bytes.WithLabelValues(link, "pull")); got != 26*64<<10 {
+		t.Errorf("wanda_transfer_bytes_total{mode=pull} %v, want %d", got, 26*64<<10)
+	}
+	if got := testutil.ToFloat64(m.Limit.WithLabelValues(link)); got != 2 {
+		t.Errorf("wanda_transfer_link_limit %v, want 2", got)
 	}
 }

@@ -1,10 +1,11 @@
 """Read the demo ROOT file over HTTP with uproot and check every value.
 
-Usage: python3 uproot_read.py URL {fsspec|http}
+Usage: python3 uproot_read.py URL {fsspec|http|file}
 
 "fsspec" opens the file with uproot's default handler for http URLs (fsspec,
 aiohttp, one range per request); "http" forces uproot.source.http.HTTPSource,
-which asks for many ranges per request (multipart/byteranges).
+which asks for many ranges per request (multipart/byteranges); "file" reads
+a local path (a file on a FUSE mount) with uproot's default local source.
 
 The expected values follow the formulas of demo.Event (internal/demo/data.go):
 
@@ -63,6 +64,8 @@ def main():
     opts = {"timeout": 60}
     if mode == "http":
         opts["handler"] = uproot.source.http.HTTPSource
+    elif mode == "file":
+        opts = {}
     elif mode != "fsspec":
         sys.exit(f"unknown mode {mode!r}")
 

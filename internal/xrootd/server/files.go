@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -26,6 +27,7 @@ type openFile struct {
 	tpc *tpcJob // the destination of a third-party copy (tpcdst.go)
 
 	onClose func() // when set, run at close
+	acc     *monitor.Access
 }
 
 // source returns what reads of the file read, and its size.
@@ -64,6 +66,12 @@ func (f *openFile) stat() storage.FileInfo {
 // close releases the file. An upload or update is committed unless abort
 // is set or it is incomplete or failed, in which case it is discarded.
 func (f *openFile) close(ctx context.Context, abort bool) error {
+	err := f.closeFile(ctx, abort)
+	f.endRecord(err, abort)
+	return err
+}
+
+func (f *openFile) closeFile(ctx context.Context, abort bool) error {
 	if f.onClose != nil {
 		f.onClose()
 	}
@@ -71,6 +79,9 @@ func (f *openFile) close(ctx context.Context, abort bool) error {
 		return f.tpc.close(abort)
 	}
 	if f.f != nil {
+		if cc, ok := f.f.(monitor.CacheCounter); ok {
+			f.acc.CacheBytes(cc.CacheBytes())
+		}
 		return f.f.Close()
 	}
 	if abort {
@@ -123,9 +134,9 @@ func (ss *session) openRead(ctx context.Context, r *request, o xrootd.OpenReques
 		return err
 	}
 	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, f: sf, info: fi, onClose: onClose}
-	h, err := ss.add(of)
+	h, err := ss.add(ctx, of)
 	if err != nil {
-		of.close(ctx, true)
+		of.closeFile(ctx, true)
 		return err
 	}
 	resp := xrootd.OpenResponse{Handle: h}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -44,18 +45,19 @@ func (ss *session) route(r *request, pathID byte) error {
 	return nil
 }
 
-// readSource returns what reads of the open file h read and its size,
-// with the use counted until done is called (close waits for it).
-func (ss *session) readSource(h xrootd.Handle) (ra io.ReaderAt, size int64, done func(), err error) {
+// readSource returns what reads of the open file h read, its size and
+// its access record, with the use counted until done is called (close
+// waits for it).
+func (ss *session) readSource(h xrootd.Handle) (ra io.ReaderAt, size int64, acc *monitor.Access, done func(), err error) {
 	f, err := ss.acquire(h)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, nil, nil, err
 	}
 	if ra, size, err = f.source(); err != nil {
 		f.refs.Done()
-		return nil, 0, nil, err
+		return nil, 0, nil, nil, err
 	}
-	return ra, size, f.refs.Done, nil
+	return ra, size, f.acc, f.refs.Done, nil
 }
 
 // fill has a Filler (a cache) make spans local before they are read.
@@ -81,12 +83,13 @@ func (ss *session) read(ctx context.Context, r *request) error {
 	if rq.Length < 0 || rq.Offset < 0 {
 		return errorf(xrootd.CodeArgInvalid, "read of %d bytes at %d", rq.Length, rq.Offset)
 	}
-	src, size, done, err := ss.readSource(rq.Handle)
+	src, size, acc, done, err := ss.readSource(rq.Handle)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if rq.Length == 0 || rq.Offset >= size {
+		acc.Read(0)
 		return r.ok()
 	}
 	n := min(int64(rq.Length), size-rq.Offset)
@@ -115,6 +118,7 @@ func (ss *session) read(ctx context.Context, r *request) error {
 		}
 		done += k
 	}
+	acc.Read(n)
 	return nil
 }
 
@@ -143,17 +147,18 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 	type src struct {
 		ra   io.ReaderAt
 		size int64
+		acc  *monitor.Access
 	}
 	files := map[xrootd.Handle]src{}
 	spans := map[xrootd.Handle][]storage.Span{}
 	for _, s := range segs {
 		if _, ok := files[s.Handle]; !ok {
-			ra, size, done, err := ss.readSource(s.Handle)
+			ra, size, acc, done, err := ss.readSource(s.Handle)
 			if err != nil {
 				return err
 			}
 			defer done()
-			files[s.Handle] = src{ra, size}
+			files[s.Handle] = src{ra, size, acc}
 		}
 		fs := files[s.Handle]
 		if s.Offset+int64(s.Length) > fs.size {
@@ -199,7 +204,17 @@ func (ss *session) readv(ctx context.Context, r *request) error {
 			return err
 		}
 	}
-	return r.out.send(r.hdr.StreamID, xrootd.StatusOK, frame)
+	if err := r.out.send(r.hdr.StreamID, xrootd.StatusOK, frame); err != nil {
+		return err
+	}
+	for h, sp := range spans {
+		var n int64
+		for _, s := range sp {
+			n += s.Len
+		}
+		files[h].acc.ReadV(len(sp), n)
+	}
+	return nil
 }
 
 // pgread answers kXR_pgread: kXR_status frames, each with the file offset
@@ -215,7 +230,7 @@ func (ss *session) pgread(ctx context.Context, r *request) error {
 	if rq.Length <= 0 || rq.Offset < 0 {
 		return errorf(xrootd.CodeArgInvalid, "pgread of %d bytes at %d", rq.Length, rq.Offset)
 	}
-	src, size, done, err := ss.readSource(rq.Handle)
+	src, size, acc, done, err := ss.readSource(rq.Handle)
 	if err != nil {
 		return err
 	}
@@ -259,5 +274,6 @@ func (ss *session) pgread(ctx context.Context, r *request) error {
 		}
 		off += k
 	}
+	acc.Read(n)
 	return nil
 }

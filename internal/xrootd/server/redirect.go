@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,6 +115,17 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 		return true, err
 	}
 	ss.srv.log.Debug("redirect", "request", r.String(), "path", t.Path(), "to", hosts[0])
+	if id := ss.srv.opts.RedirectorID; id != "" {
+		chain := chainOf(t.cgi)
+		if !slices.Contains(chain, id) {
+			// (A client back after a failure brings this ID already.)
+			chain = append(chain, id)
+		}
+		host += "?" + ChainKey + "=" + url.QueryEscape(strings.Join(chain, ","))
+	}
+	if n, ok := ctx.Value(noteKey{}).(*redirectNote); ok {
+		n.to = hosts[0]
+	}
 	return true, r.out.send(r.hdr.StreamID, xrootd.StatusRedirect, xrootd.RedirectResponse{Port: int32(port), Host: host}.Append(nil))
 }
 

@@ -40,6 +40,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/metrics"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
@@ -47,6 +48,9 @@ import (
 // Options configure a Server. Zero values take the defaults noted.
 type Options struct {
 	Namespace *storage.Namespace
+	// Records takes a record of every file access, open to close, and
+	// of every failed open (nil: none).
+	Records monitor.Sink
 	// Auth decides every operation; nil is auth.ExportPolicy{} (reads
 	// allowed, writes refused), as in the HTTP front-end.
 	Auth auth.Authorizer
@@ -121,6 +125,11 @@ type Options struct {
 	// reader goroutine when nothing else of the connection is in flight
 	// (see Inline); the others go to a worker and Locate.
 	LocateNow func(q LocateRequest) (hosts []string, ok bool, err error)
+	// RedirectorID, with Locate, names this redirector in the opaque
+	// information of its redirects (wanda.rdr=ID, after the IDs of the
+	// redirectors before it), which clients send along to the server:
+	// its access records tell the chain. Empty: nothing added.
+	RedirectorID string
 	// Space reports the free and total bytes where path is stored, for
 	// kXR_query space and kXR_stat with kXR_vfs; nil answers zeros.
 	Space func(ctx context.Context, path string) (free, total int64, err error)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/xrootd"
 )
 
@@ -141,8 +142,16 @@ func (ss *session) path(id byte) (*conn, error) {
 	return ss.paths[id], nil
 }
 
-// add puts f in the file table and returns its handle.
-func (ss *session) add(f *openFile) (xrootd.Handle, error) {
+// add puts f in the file table and returns its handle. f takes the
+// access record ctx carries (monitor.FromContext).
+func (ss *session) add(ctx context.Context, f *openFile) (xrootd.Handle, error) {
+	if acc := monitor.FromContext(ctx); acc != nil {
+		f.acc = acc
+		acc.SetPath("/" + f.logical)
+		if f.f != nil {
+			acc.SetSize(f.info.Size)
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended {
@@ -231,7 +240,7 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 		return errorf(xrootd.CodeNotAuthorized, "%v: not authenticated (kXR_auth first)", id)
 	}
 	if ss.srv.opts.Locate != nil {
-		if handled, err := ss.redirect(ctx, r); handled {
+		if handled, err := ss.redirectRecorded(ctx, r); handled {
 			return err
 		}
 	}
@@ -239,7 +248,7 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 	case xrootd.ReqEndsess:
 		return c.endsess(ctx, r)
 	case xrootd.ReqOpen:
-		return ss.open(ctx, r)
+		return ss.openRecorded(ctx, r)
 	case xrootd.ReqClose:
 		return ss.closeReq(ctx, r)
 	case xrootd.ReqRead:

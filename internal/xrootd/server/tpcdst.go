@@ -75,7 +75,7 @@ func (ss *session) openDest(ctx context.Context, r *request, o xrootd.OpenReques
 	}
 	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, tpc: job,
 		info: storage.FileInfo{Name: storage.Base(t.rel), Path: t.rel, ModTime: time.Now(), Mode: 0o644}}
-	h, err := ss.add(of)
+	h, err := ss.add(ctx, of)
 	if err != nil {
 		return err
 	}

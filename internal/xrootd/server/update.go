@@ -69,7 +69,7 @@ func (ss *session) openUpdate(ctx context.Context, r *request, o xrootd.OpenRequ
 	if o.Options&xrootd.OpenAppend != 0 {
 		w.floor = fu.Base().Size
 	}
-	return ss.opened(r, o, &openFile{logical: t.logical, export: t.export, rel: t.rel, w: w, info: fu.Base()})
+	return ss.opened(ctx, r, o, &openFile{logical: t.logical, export: t.export, rel: t.rel, w: w, info: fu.Base()})
 }
 
 // truncatePath answers kXR_truncate of a path: an update that only sets

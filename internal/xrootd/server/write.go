@@ -133,13 +133,13 @@ func (ss *session) openCreate(ctx context.Context, r *request, o xrootd.OpenRequ
 	}
 	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, w: w,
 		info: storage.FileInfo{Name: storage.Base(t.rel), Path: t.rel, ModTime: time.Now(), Mode: 0o644}}
-	return ss.opened(r, o, of)
+	return ss.opened(ctx, r, o, of)
 }
 
 // opened puts a file opened for writing in the table and answers the
 // open (with a stat when asked); on failure the file is discarded.
-func (ss *session) opened(r *request, o xrootd.OpenRequest, of *openFile) error {
-	h, err := ss.add(of)
+func (ss *session) opened(ctx context.Context, r *request, o xrootd.OpenRequest, of *openFile) error {
+	h, err := ss.add(ctx, of)
 	if err != nil {
 		of.w.abort()
 		return err
@@ -159,9 +159,11 @@ func (ss *session) write(ctx context.Context, r *request) error {
 		return err
 	}
 	defer f.refs.Done()
+	n := len(r.data) // the writer may take r's buffer
 	if err := f.w.write(wr.Offset, r.data, r); err != nil {
 		return err
 	}
+	f.acc.Write(int64(n))
 	return r.ok()
 }
 
@@ -196,6 +198,7 @@ func (ss *session) pgwrite(ctx context.Context, r *request) error {
 		f.w.fail(err)
 		return err
 	}
+	f.acc.Write(int64(len(data)))
 	if len(bad) == 0 {
 		if err := f.w.write(wr.Offset, data, r); err != nil {
 			return err

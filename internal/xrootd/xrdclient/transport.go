@@ -533,3 +533,22 @@ func decodeHex(s string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+var _ client.Mover = (*Transport)(nil)
+
+// Move sends kXR_mv ("from to", from's length in the request body); the
+// destination's opaque part, if any, is left out.
+func (t *Transport) Move(ctx context.Context, from, to *url.URL) error {
+	fi, err := target(from)
+	if err != nil {
+		return err
+	}
+	ti, err := target(to)
+	if err != nil {
+		return err
+	}
+	dst, _, _ := strings.Cut(ti.path, "?")
+	data := []byte(fi.path + " " + dst)
+	_, err = t.do(ctx, fi, xrootd.ReqMv, xrootd.MvBody(len(fi.path)), data)
+	return err
+}
