@@ -193,6 +193,16 @@ func TestS3ClientCLI(t *testing.T) {
 	if out, err := wandaCmd(t, env, "stat", "s3://"+bucket+"/data/f.bin"); err != nil || !strings.Contains(out, fmt.Sprint(len(data))) {
 		t.Errorf("stat = %q, %v", out, err)
 	}
+	// The endpoint and region from flags instead of the environment.
+	var noEndpoint []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL=") && !strings.HasPrefix(kv, "AWS_REGION=") {
+			noEndpoint = append(noEndpoint, kv)
+		}
+	}
+	if out, err := wandaCmd(t, noEndpoint, "ls", "--s3-endpoint", s.Endpoint, "--s3-region", s.Region, "--s3-addressing", "path", "s3://"+bucket+"/data/"); err != nil || strings.TrimSpace(out) != "f.bin" {
+		t.Errorf("ls with --s3-endpoint = %q, %v", out, err)
+	}
 	if _, err := wandaCmd(t, env, "rm", "s3://"+bucket+"/data/f.bin"); err != nil {
 		t.Fatal(err)
 	}
