@@ -523,3 +523,20 @@ func TestIdleStreamClosed(t *testing.T) {
 		t.Errorf("ReadAt after the idle stream was closed and the object replaced: %v, want ErrConflict", err)
 	}
 }
+
+// TestCommitInfo: what Commit returns is what Stat then says (the
+// front-ends answer a PUT with validators from it), for one PUT and for a
+// multipart upload with checksums stored after it.
+func TestCommitInfo(t *testing.T) {
+	b, _ := newBackend(t, "", func(o *s3.Options) { o.PartSize = 5 << 20; o.OnWrite = []string{"adler32"} })
+	for _, n := range []int{10, 11 << 20} {
+		fi := put(t, b, "f", randBytes(uint64(n), n), -1)
+		st, err := b.Stat(t.Context(), "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Inode != st.Inode || !fi.ModTime.Equal(st.ModTime) || fi.Size != st.Size {
+			t.Errorf("%d bytes: Commit gave %+v, Stat %+v", n, fi, st)
+		}
+	}
+}

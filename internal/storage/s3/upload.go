@@ -244,11 +244,13 @@ func (u *upload) commit(ctx context.Context) (storage.FileInfo, error) {
 	for alg, s := range sums {
 		u.b.sums.put(u.key, info.ETag, alg, s)
 	}
-	mod := info.LastModified
-	if mod.IsZero() {
-		mod = time.Now()
+	// What a HEAD says, so that the validators the front-end answers the
+	// upload with are those of the next Stat (S3's answers to a PUT or a
+	// completion carry no time).
+	if oi, ok, err := u.b.head(ctx, u.name); err == nil && ok && oi.ETag == info.ETag {
+		return fileInfo(u.name, oi), nil
 	}
-	return storage.FileInfo{Name: storage.Base(u.name), Path: u.name, Size: u.written, ModTime: mod, Mode: 0o644}, nil
+	return fileInfo(u.name, minio.ObjectInfo{Size: u.written, ETag: info.ETag, LastModified: time.Now()}), nil
 }
 
 // storeSums writes the checksums of a completed multipart upload into its
