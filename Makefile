@@ -5,7 +5,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve clean
+.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve bench-s3 clean
 
 all: build
 
@@ -61,6 +61,11 @@ bench-go:
 ## bench-serve: wanda vs nginx vs iperf3 on loopback (see BENCHMARKS.md).
 bench-serve: build
 	./scripts/bench-serve.sh
+
+## bench-s3: an S3 export and s3:// against MinIO (BENCHMARKS.md; builds MinIO first if needed).
+bench-s3: build
+	$(GO) test -count=1 -run TestParseURL ./internal/storage/s3
+	./scripts/bench-s3.sh
 
 ## bench: the micro benchmarks, the scripts, and every experiment's full run (wanda bench all).
 bench: bench-go bench-serve build

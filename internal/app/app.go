@@ -39,7 +39,7 @@ type Server struct {
 	cfg      config.Server
 	log      *slog.Logger
 	http     *http.Server
-	backends []*posix.Backend
+	backends []io.Closer
 	handler  http.Handler
 	data     *httpserve.Handler
 	metrics  *metrics.HTTP
@@ -66,7 +66,26 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	var rules []auth.ExportRule
 	var locals []fed.LocalExport
 	var sweeps []sweepTarget
+	// One buffer budget for both front-ends and the S3 exports
+	// (docs/operations.md).
+	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
+	var s3m *metrics.S3
 	for _, e := range cfg.Server.Exports {
+		if e.IsS3() {
+			if s3m == nil {
+				s3m = metrics.NewS3(reg, "server")
+			}
+			be, err := newS3Export(e, cfg.Server.Checksums.OnWrite, bufs, s3m, log)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("export %s: %w", e.Prefix, err)
+			}
+			s.backends = append(s.backends, be)
+			exports = append(exports, storage.Export{Prefix: e.Prefix, Backend: be})
+			rules = append(rules, auth.ExportRule{Prefix: "/" + strings.Trim(e.Prefix, "/"), ReadOnly: e.ReadOnly})
+			locals = append(locals, fed.LocalExport{Prefix: e.Prefix, ReadOnly: e.ReadOnly, Backend: be})
+			continue
+		}
 		var store checksum.Store = &checksum.MemoryStore{}
 		var sidecar *checksum.SidecarStore
 		if cfg.Server.Checksums.SidecarDir != "" {
@@ -116,8 +135,6 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	if cfg.Server.OrphanSweep.Enabled {
 		s.sweeper = &sweeper{cfg: cfg.Server.OrphanSweep, targets: sweeps, m: metrics.NewOrphans(reg, "server"), log: log.With("component", "sweep")}
 	}
-	// One buffer budget for both front-ends (docs/operations.md).
-	bufs := bufpool.New(int64(cfg.Server.BufferMemory))
 	metrics.RegisterBuffers(reg, "server", bufs)
 	copier, err := newCopier(cfg.Server.TPC, log, metrics.NewTPC(reg, "server"))
 	if err != nil {

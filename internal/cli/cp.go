@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -187,6 +188,10 @@ func verifiedNote(r client.Result) string {
 	switch {
 	case r.Verified && r.Checksum != "":
 		return ", " + r.Checksum + " verified"
+	case r.Checksum != "" && strings.HasPrefix(r.Dst, "s3://"):
+		// S3 checks no such digest: it is stored as metadata, and each
+		// part's Content-MD5 was checked (docs/s3.md).
+		return ", " + r.Checksum + " stored with the object (S3 checked every part's MD5)"
 	case r.Checksum != "":
 		return ", " + r.Checksum + " sent for the server to check"
 	}

@@ -10,13 +10,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wanda-fed/wanda/internal/client"
+	"github.com/wanda-fed/wanda/internal/client/s3client"
 	"github.com/wanda-fed/wanda/internal/cred"
+	"github.com/wanda-fed/wanda/internal/s3conn"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
 
 // credFlags are the client verbs' credentials (docs/security.md).
 type credFlags struct {
 	token, cert, key, ca string
+	// s3:// endpoint, region and addressing (credentials only from the
+	// AWS environment and files, never the command line)
+	s3Endpoint, s3Region, s3Addressing string
 
 	src *cred.TokenSource // set by apply: nil when no token was found
 }
@@ -26,6 +31,9 @@ func (f *credFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.token, "token", "", "bearer token file, re-read when it changes; sent to the hosts named, and to others over https only (default: BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID)")
 	fl.StringVar(&f.cert, "cert", "", "HTTPS client certificate or grid proxy, PEM with its chain (default: X509_USER_PROXY, /tmp/x509up_u$UID)")
 	fl.StringVar(&f.key, "key", "", "the private key of --cert (default: in the certificate file, as in a proxy)")
+	fl.StringVar(&f.s3Endpoint, "s3-endpoint", "", "the S3 server of s3://BUCKET/KEY URLs (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS); credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or ~/.aws/credentials")
+	fl.StringVar(&f.s3Region, "s3-region", "", "the region of s3:// URLs (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)")
+	fl.StringVar(&f.s3Addressing, "s3-addressing", "", "bucket in the path or the host name of s3:// requests: auto (path style for IP addresses, localhost and non-AWS hosts), path or virtual")
 	fl.StringVar(&f.ca, "ca", "", "CA certificates to trust besides the system's: a PEM file or directory (default: X509_CERT_DIR, /etc/grid-security/certificates)")
 }
 
@@ -62,6 +70,9 @@ func (f *credFlags) apply(c *client.Client, urls ...string) error {
 	xt := xrdclient.New(xrdclient.Options{Log: c.Log, Token: tokenFn, TLS: tc})
 	c.Register("root", xt)
 	c.Register("roots", xt)
+	s3client.Register(c, s3client.Options{Conn: s3conn.Conn{
+		Endpoint: f.s3Endpoint, Region: f.s3Region, Addressing: s3conn.Addressing(f.s3Addressing),
+	}})
 	return nil
 }
 

@@ -109,7 +109,7 @@ Flags override the config file; --export adds to its exports.
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
 	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
-	f.StringArrayVar(&exports, "export", nil, "export a directory: PREFIX=DIR (repeatable)")
+	f.StringArrayVar(&exports, "export", nil, "export a directory or an S3 bucket: PREFIX=DIR or PREFIX=s3://BUCKET/PREFIX (repeatable)")
 	f.StringArrayVar(&exportsRO, "export-ro", nil, "export a directory read-only: PREFIX=DIR (repeatable)")
 	f.StringVar(&listen, "listen", config.Default().Server.Listen, "address to serve HTTP(S) on")
 	f.StringVar(&bufferMemory, "buffer-memory", "64MiB", "budget of the data buffers of HTTP and root:// (server.buffer_memory; at least 24MiB)")
@@ -128,6 +128,9 @@ func parseExport(spec string, ro bool) (config.Export, error) {
 	prefix, dir, ok := strings.Cut(spec, "=")
 	if !ok || prefix == "" || dir == "" {
 		return config.Export{}, usagef("--export %q: want PREFIX=DIR, e.g. /store=/srv/data", spec)
+	}
+	if strings.HasPrefix(dir, "s3://") {
+		return config.Export{Prefix: prefix, Path: dir, ReadOnly: ro}, nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -20,14 +20,14 @@ import (
 // remoteURL checks that a verb's argument is an http(s) URL.
 func remoteURL(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root" && u.Scheme != "roots") || u.Host == "" {
-		return "", usagef("%q is not an http(s):// or root(s):// URL", s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "root" && u.Scheme != "roots" && u.Scheme != "s3") || u.Host == "" {
+		return "", usagef("%q is not an http(s)://, root(s):// or s3:// URL", s)
 	}
 	return s, nil
 }
 
-// newClient is the client engine with every transport wanda has (HTTP(S)
-// and root://) and the credentials of f; urls are the ones the user named
+// newClient is the client engine with every transport wanda has (HTTP(S),
+// root:// and s3://) and the credentials of f; urls are the ones the user named
 // (their hosts may get the token over plain http). Warnings go to stderr.
 func newClient(stderr io.Writer, f *credFlags, urls ...string) (*client.Client, error) {
 	c := client.New()

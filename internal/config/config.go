@@ -118,14 +118,47 @@ type XRootD struct {
 	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
 }
 
-// Export is one logical prefix served from one local directory.
+// Export is one logical prefix served from one local directory or an S3
+// bucket.
 type Export struct {
 	// Prefix is the logical path, e.g. "/store".
 	Prefix string `yaml:"prefix"`
-	// Path is the local directory.
+	// Path is the local directory, or s3://BUCKET[/PREFIX] for an S3
+	// bucket (docs/s3.md).
 	Path string `yaml:"path"`
 	// ReadOnly refuses PUT, DELETE, MKCOL and MOVE under this prefix.
 	ReadOnly bool `yaml:"read_only"`
+	// S3 says where the bucket of an s3:// path is; empty fields come
+	// from the AWS environment (AWS_ENDPOINT_URL, AWS_REGION,
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ~/.aws/credentials).
+	S3 S3 `yaml:"s3"`
+}
+
+// IsS3 reports whether the export is an S3 bucket.
+func (e Export) IsS3() bool { return strings.HasPrefix(e.Path, "s3://") }
+
+// S3 is the connection to an S3 server.
+type S3 struct {
+	// Endpoint is the server's URL, e.g. https://s3.example.org.
+	Endpoint string `yaml:"endpoint"`
+	Region   string `yaml:"region"`
+	// Addressing: auto (path style for IP addresses, localhost and
+	// non-AWS hosts), path or virtual.
+	Addressing string `yaml:"addressing"`
+	// AccessKey and SecretKeyFile: static credentials (the secret read
+	// from a file, never written in the config itself).
+	AccessKey     string `yaml:"access_key"`
+	SecretKeyFile string `yaml:"secret_key_file"`
+	// PartSize is the multipart part size (default 8MiB, at most 16MiB).
+	PartSize Size `yaml:"part_size"`
+	// Concurrency is the parallel requests of one upload or large read
+	// (default 4).
+	Concurrency int `yaml:"concurrency"`
+	// AbandonedUploadAge: multipart uploads under the export's prefix
+	// older than this were left by a killed server and are aborted, at
+	// start and every quarter of it (default 24h; the longest a live
+	// upload may take).
+	AbandonedUploadAge time.Duration `yaml:"abandoned_upload_age"`
 }
 
 // TLS holds the certificate and key (PEM files).
@@ -252,6 +285,19 @@ func (c Config) Validate() error {
 		seen[p] = true
 		if e.Path == "" {
 			errs = append(errs, fmt.Errorf("%s.path: empty", key))
+		} else if e.IsS3() {
+			if strings.Trim(strings.TrimPrefix(e.Path, "s3://"), "/") == "" {
+				errs = append(errs, fmt.Errorf("%s.path: %q names no bucket", key, e.Path))
+			}
+			if (e.S3.AccessKey == "") != (e.S3.SecretKeyFile == "") {
+				errs = append(errs, fmt.Errorf("%s.s3: give both access_key and secret_key_file, or neither", key))
+			}
+			if e.S3.PartSize != 0 && (e.S3.PartSize < 5<<20 || e.S3.PartSize > 16<<20) {
+				errs = append(errs, fmt.Errorf("%s.s3.part_size: between 5MiB and 16MiB", key))
+			}
+			if e.S3.AbandonedUploadAge < 0 {
+				errs = append(errs, fmt.Errorf("%s.s3.abandoned_upload_age: negative", key))
+			}
 		} else if fi, err := os.Stat(e.Path); err != nil {
 			errs = append(errs, fmt.Errorf("%s.path: %w", key, err))
 		} else if !fi.IsDir() {

@@ -42,7 +42,7 @@ log:
 	}
 	s := cfg.Server
 	if s.Listen != ":8443" || s.ShutdownTimeout != 45*time.Second ||
-		len(s.Exports) != 2 || s.Exports[0] != (Export{"/store", dir, true}) || s.Exports[1].Path != "/data/user" ||
+		len(s.Exports) != 2 || s.Exports[0] != (Export{Prefix: "/store", Path: dir, ReadOnly: true}) || s.Exports[1].Path != "/data/user" ||
 		s.TLS != (TLS{"c.pem", "k.pem"}) || !s.TLS.Enabled() ||
 		s.HTTP.MaxRanges != 100 || s.HTTP.ReadHeaderTimeout != 90*time.Second || s.HTTP.IdleTimeout != 250*time.Millisecond || s.HTTP.MakeParents ||
 		!slices.Equal(s.Checksums.OnWrite, []string{"adler32", "md5"}) || s.Checksums.SidecarDir != "/var/cache/wanda" ||
@@ -361,5 +361,48 @@ func TestValidateCacheRAM(t *testing.T) {
 		if err := c.ValidateCache(); err == nil || !strings.Contains(err.Error(), "cache.ram") {
 			t.Errorf("ram %d with %d blocks: %v, want a cache.ram error", tc.ram, tc.block, err)
 		}
+	}
+}
+
+func TestS3Export(t *testing.T) {
+	cfg := Default()
+	in := `server:
+  exports:
+    - prefix: /store
+      path: s3://bucket/some/prefix
+      s3:
+        endpoint: http://127.0.0.1:9000
+        region: eu-west-1
+        addressing: path
+        part_size: 16MiB
+        abandoned_upload_age: 2h
+`
+	if err := DecodeStrict([]byte(in), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Server.Exports[0]
+	if !e.IsS3() || e.S3.Endpoint != "http://127.0.0.1:9000" || e.S3.Region != "eu-west-1" || e.S3.Addressing != "path" ||
+		e.S3.PartSize != 16<<20 || e.S3.AbandonedUploadAge != 2*time.Hour {
+		t.Errorf("decoded %+v", e)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v (an s3:// path is no local directory to stat)", err)
+	}
+	for _, bad := range []S3{
+		{PartSize: 1 << 20},
+		{PartSize: 64 << 20},
+		{AccessKey: "k"},
+		{AbandonedUploadAge: -time.Second},
+	} {
+		c := Default()
+		c.Server.Exports = []Export{{Prefix: "/s", Path: "s3://b", S3: bad}}
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", bad)
+		}
+	}
+	c := Default()
+	c.Server.Exports = []Export{{Prefix: "/s", Path: "s3://"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no bucket") {
+		t.Errorf("Validate of s3:// without a bucket: %v", err)
 	}
 }
