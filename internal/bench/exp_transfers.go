@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -229,15 +230,23 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 	killed, restarted := false, down <= 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// The end is looked for every 100 ms (one list of the open jobs), so
+	// that the phase's time is not rounded up to the sampling second.
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
 	last, lastT := st0.Down, t0
 	deadline := t0.Add(time.Duration(20*ideal*float64(time.Second)) + 5*time.Minute + down)
 	for {
-		done, states, err := e.states(ctx, ids)
+		open, err := e.open(ctx, ids)
 		if err != nil {
 			return err
 		}
-		if done {
+		if !open {
 			secs := time.Since(t0).Seconds()
+			_, states, err := e.states(ctx, ids)
+			if err != nil {
+				return err
+			}
 			finished := states[store.FileFinished]
 			total := 0
 			for _, n := range states {
@@ -255,6 +264,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			return nil
 		}
 		if time.Now().After(deadline) {
+			_, states, _ := e.states(ctx, ids)
 			return fmt.Errorf("%s: jobs not done after %v: %v", name, time.Since(t0).Round(time.Second), states)
 		}
 		if !killed && down > 0 && time.Now().After(killAt) {
@@ -272,6 +282,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
+		case <-poll.C:
 		case now := <-tick.C:
 			st := e.rl.Stats()
 			limit, active := e.link(ctx)
@@ -299,6 +310,27 @@ func (e *transfersEnv) submit(ctx context.Context, req transfer.SubmitRequest) (
 		return "", fmt.Errorf("submit: %s %v %s", resp.Status, err, m.Error)
 	}
 	return m.ID, nil
+}
+
+// open reports whether any of the jobs is still open (SUBMITTED or
+// ACTIVE), with one list call.
+func (e *transfersEnv) open(ctx context.Context, ids []string) (bool, error) {
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.svc+"/api/v1/jobs?state=SUBMITTED,ACTIVE&limit=10000", nil)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var l struct{ Jobs []store.Job }
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return false, fmt.Errorf("listing the open jobs: %s: %w", resp.Status, err)
+	}
+	for _, j := range l.Jobs {
+		if slices.Contains(ids, j.ID) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // states sums the jobs' files by state; done when every job ended.
