@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
+	"github.com/wanda-fed/wanda/internal/bufpool"
 	"github.com/wanda-fed/wanda/internal/httprange"
 	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
@@ -84,7 +85,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		w.WriteHeader(http.StatusOK)
-		return sendRange(r.Context(), w, f, 0, fi.Size, filled)
+		return sendRange(r.Context(), w, f, 0, fi.Size, filled, h.opts.Buffers)
 	}
 	ranges, err := httprange.Parse(rangeHdr, fi.Size, h.opts.MaxRanges)
 	if err != nil {
@@ -107,7 +108,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		w.WriteHeader(http.StatusPartialContent)
-		return sendRange(r.Context(), w, f, rg.Start, rg.Length, filled)
+		return sendRange(r.Context(), w, f, rg.Start, rg.Length, filled, h.opts.Buffers)
 	}
 	// Several ranges asked: always multipart, even if only one survived, so
 	// the client parses one shape for one kind of request.
@@ -135,7 +136,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer buf.Release()
 	w.WriteHeader(http.StatusPartialContent)
-	if err := sendMultipart(r.Context(), newBufWriter(w, buf), w, f, mp, ranges); err != nil {
+	if err := sendMultipart(r.Context(), newBufWriter(w, buf), w, f, mp, ranges, h.opts.Buffers); err != nil {
 		return err
 	}
 	var n int64
@@ -166,7 +167,7 @@ const fillChunk = 8 << 20
 // out an *os.File and w reaches a TCP connection, else through a buffer.
 // A Filler's bytes are made local chunk by chunk ahead of the copy.
 // filled bytes at off are known to be local already.
-func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n, filled int64) error {
+func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n, filled int64, bufs *bufpool.Pool) error {
 	if fl, ok := f.(storage.Filler); ok {
 		for done := int64(0); done < n; {
 			k := min(fillChunk, n-done)
@@ -175,29 +176,40 @@ func sendRange(ctx context.Context, w io.Writer, f storage.File, off, n, filled 
 					return err
 				}
 			}
-			if err := copyRange(w, f, off+done, k); err != nil {
+			if err := copyRange(ctx, w, f, off+done, k, bufs); err != nil {
 				return err
 			}
 			done += k
 		}
 		return nil
 	}
-	return copyRange(w, f, off, n)
+	return copyRange(ctx, w, f, off, n, bufs)
 }
 
-func copyRange(w io.Writer, f storage.File, off, n int64) error {
-	var src io.Reader
+// copyBuffer is the buffer of a copy that cannot go by sendfile (a
+// backend without a descriptor: S3): a read of the backend costs more
+// than a read of a file, so it reads a lot at a time (net/http's own
+// copy reads 32 KiB).
+const copyBuffer = 1 << 20
+
+func copyRange(ctx context.Context, w io.Writer, f storage.File, off, n int64, bufs *bufpool.Pool) error {
+	var m int64
+	var err error
 	if of, ok := f.(storage.OSFile); ok {
 		// Our own descriptor: seeking it races with nobody.
 		osf := of.OSFile()
 		if _, err := osf.Seek(off, io.SeekStart); err != nil {
 			return err
 		}
-		src = &io.LimitedReader{R: osf, N: n}
+		m, err = io.Copy(w, &io.LimitedReader{R: osf, N: n})
 	} else {
-		src = io.NewSectionReader(f, off, n)
+		b, berr := bufs.Get(ctx, int(min(n, copyBuffer)))
+		if berr != nil {
+			return berr
+		}
+		m, err = io.CopyBuffer(struct{ io.Writer }{w}, io.NewSectionReader(f, off, n), b.B)
+		b.Release()
 	}
-	m, err := io.Copy(w, src)
 	if err == nil && m != n {
 		err = fmt.Errorf("file shrank while sending: %d of %d bytes: %w", m, n, io.ErrUnexpectedEOF)
 	}
@@ -207,7 +219,7 @@ func copyRange(w io.Writer, f storage.File, off, n int64) error {
 // sendMultipart writes the parts through bw, a buffer over w. Small
 // parts are pread straight into the buffer; large ones flush it and go by
 // sendfile.
-func sendMultipart(ctx context.Context, bw *bufWriter, w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range) error {
+func sendMultipart(ctx context.Context, bw *bufWriter, w io.Writer, f storage.File, mp *httprange.Multipart, ranges []httprange.Range, bufs *bufpool.Pool) error {
 	var hdr []byte
 	for i, rg := range ranges {
 		hdr = mp.AppendPartHeader(hdr[:0], i, rg)
@@ -218,7 +230,7 @@ func sendMultipart(ctx context.Context, bw *bufWriter, w io.Writer, f storage.Fi
 			if err := bw.Flush(); err != nil {
 				return err
 			}
-			if err := sendRange(ctx, w, f, rg.Start, rg.Length, rg.Length); err != nil { // filled before the status
+			if err := sendRange(ctx, w, f, rg.Start, rg.Length, rg.Length, bufs); err != nil { // filled before the status
 				return err
 			}
 			continue
