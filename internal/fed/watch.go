@@ -37,10 +37,13 @@ func (j *Joiner) startWatch(p *parent, id, inst string) {
 // once (a redirector that dropped the member learns it again).
 func (j *Joiner) watch(ctx context.Context, p *parent, id, inst string) {
 	defer j.watchWG.Done()
-	held, err := j.hold(ctx, p.url, id, inst)
+	held, refused, err := j.hold(ctx, p.url, id, inst)
 	p.mu.Lock()
 	p.watching = false
-	if !held {
+	if refused {
+		// The redirector answered no (an older one, or it does not know
+		// us yet): not again for a while. A connection that failed is
+		// tried again with the next heartbeat.
 		p.watchAfter = time.Now().Add(watchRetry)
 	}
 	p.mu.Unlock()
@@ -57,27 +60,27 @@ func (j *Joiner) watch(ctx context.Context, p *parent, id, inst string) {
 }
 
 // hold sends the watch request and reads its answer until the end; held
-// reports whether the redirector took it.
-func (j *Joiner) hold(ctx context.Context, base, id, inst string) (held bool, err error) {
+// reports whether the redirector took it, refused whether it answered no.
+func (j *Joiner) hold(ctx context.Context, base, id, inst string) (held, refused bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
 		base+WatchPath+"?id="+url.QueryEscape(id)+"&instance="+url.QueryEscape(inst), nil)
 	if err != nil {
-		return false, err
+		return false, true, err
 	}
 	if j.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+j.opts.Token)
 	}
 	resp, err := j.watchClient.Do(req)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("watch: %w", responseError(resp))
+		return false, true, fmt.Errorf("watch: %w", responseError(resp))
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	if err == nil {
 		err = errors.New("closed by the redirector")
 	}
-	return true, err
+	return true, false, err
 }
