@@ -4,8 +4,9 @@
 // connections, error rates and the latest failures with their reasons,
 // cache hit ratios, and the charts of the last minutes.
 //
-// The page is three embedded files (HTML, a small script, a style
-// sheet): no build step, nothing fetched from the internet. The script
+// The page is a few embedded files (HTML, a small script and one shared
+// with the transfer service's page, a style sheet): no build step,
+// nothing fetched from the internet. The script
 // asks /ui/api/state every two seconds and lays the answer out; the
 // charts are SVG drawn here, on the server (chart.go), from the samples
 // the dashboard keeps: a chart is a few polylines, which needs no
