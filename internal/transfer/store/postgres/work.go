@@ -206,14 +206,7 @@ func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, 
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next store.FileState, notBefore time.Time) error {
-	errs, err := s.FinishAll(ctx, owner, []store.Ending{{Attempt: a, Next: next, NotBefore: notBefore}})
-	if err == nil {
-		err = errs[0]
-	}
-	if err != nil {
-		return fmt.Errorf("finish %s/%d by %s: %w", a.Job, a.Index, owner, err)
-	}
-	return nil
+	return store.FinishOne(ctx, s.FinishAll, owner, a, next, notBefore)
 }
 
 // FinishAll implements store.Store. The outcomes are recorded in file
@@ -221,10 +214,8 @@ func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next 
 // same order (no deadlock between them; one that still happens is
 // retried by tx).
 func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending) ([]error, error) {
-	for _, o := range outs {
-		if err := o.CheckNext(); err != nil {
-			return nil, err
-		}
+	if err := store.CheckEndings(outs); err != nil {
+		return nil, err
 	}
 	order := make([]int, len(outs))
 	for i := range order {
@@ -236,13 +227,7 @@ func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending
 	})
 	errs := make([]error, len(outs))
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		for _, i := range order {
-			errs[i] = finishOne(ctx, tx, owner, outs[i])
-			if errs[i] != nil && !errors.Is(errs[i], store.ErrLeaseLost) && !errors.Is(errs[i], store.ErrNotFound) {
-				return errs[i]
-			}
-		}
-		return nil
+		return store.FinishEach(order, errs, func(i int) error { return finishOne(ctx, tx, owner, outs[i]) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish %d attempts by %s: %w", len(outs), owner, err)

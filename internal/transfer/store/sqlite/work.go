@@ -178,32 +178,17 @@ func (s *Store) Renew(ctx context.Context, owner string, files []store.FileKey, 
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, owner string, a store.Attempt, next store.FileState, notBefore time.Time) error {
-	errs, err := s.FinishAll(ctx, owner, []store.Ending{{Attempt: a, Next: next, NotBefore: notBefore}})
-	if err == nil {
-		err = errs[0]
-	}
-	if err != nil {
-		return fmt.Errorf("finish %s/%d by %s: %w", a.Job, a.Index, owner, err)
-	}
-	return nil
+	return store.FinishOne(ctx, s.FinishAll, owner, a, next, notBefore)
 }
 
 // FinishAll implements store.Store.
 func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending) ([]error, error) {
-	for _, o := range outs {
-		if err := o.CheckNext(); err != nil {
-			return nil, err
-		}
+	if err := store.CheckEndings(outs); err != nil {
+		return nil, err
 	}
 	errs := make([]error, len(outs))
 	err := s.write(ctx, func(tx *wtx) error {
-		for i, o := range outs {
-			errs[i] = finishOne(ctx, tx, owner, o)
-			if errs[i] != nil && !errors.Is(errs[i], store.ErrLeaseLost) && !errors.Is(errs[i], store.ErrNotFound) {
-				return errs[i]
-			}
-		}
-		return nil
+		return store.FinishEach(nil, errs, func(i int) error { return finishOne(ctx, tx, owner, outs[i]) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish %d attempts by %s: %w", len(outs), owner, err)
