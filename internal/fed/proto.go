@@ -445,3 +445,14 @@ func HostOf(s string) string {
 	}
 	return strings.ToLower(u.Host)
 }
+
+// ShortErr drops the "Get \"URL\": " net/http puts in front of a
+// request's error (the caller names the peer; the URL may carry a
+// query): what is left is the cause.
+func ShortErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

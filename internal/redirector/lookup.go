@@ -423,7 +423,7 @@ func (r *Redirector) fetchLocate(ctx context.Context, base string, q Query) (fed
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fed.Located{}, shortErr(err)
+		return fed.Located{}, fed.ShortErr(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -465,7 +465,7 @@ func (r *Redirector) probe(ctx context.Context, c candidate, path string) (fed.L
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fed.Located{}, shortErr(err)
+		return fed.Located{}, fed.ShortErr(err)
 	}
 	resp.Body.Close()
 	switch {
@@ -497,12 +497,4 @@ func (r *Redirector) probeRoot(ctx context.Context, c candidate, u, path string)
 	rep := fed.Replica{URL: u, Member: c.ID, Size: size, ModTime: mtime, Writable: c.writable,
 		Labels: c.Labels, Priority: c.Priority, Load: c.Load}
 	return fed.Located{Version: fed.Version, Path: path, Status: fed.Found, Replicas: []fed.Replica{rep}}, nil
-}
-
-// shortErr drops net/http's "Get \"URL\": " prefix: the caller names the member.
-func shortErr(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
 }

@@ -53,7 +53,7 @@ func (r *Redirector) fetchTopology(ctx context.Context, base string, depth int) 
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fed.Node{}, shortErr(err)
+		return fed.Node{}, fed.ShortErr(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

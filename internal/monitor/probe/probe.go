@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,25 +187,14 @@ func (p *Prober) Once(ctx context.Context) {
 	wg.Wait()
 	p.mu.Lock()
 	p.checked = time.Now().UTC()
-	// Targets gone from the tree are forgotten.
+	// Sites and targets gone from the tree are forgotten.
 	for k, r := range p.results {
-		if r.Target != "redirector" && !slices0(sites[r.Site], r.Target) {
-			delete(p.results, k)
-		}
-		if _, ok := sites[r.Site]; !ok {
+		ms, ok := sites[r.Site]
+		if !ok || r.Target != "redirector" && !slices.ContainsFunc(ms, func(m fed.Node) bool { return m.URL == r.Target }) {
 			delete(p.results, k)
 		}
 	}
 	p.mu.Unlock()
-}
-
-func slices0(ms []fed.Node, url string) bool {
-	for _, m := range ms {
-		if m.URL == url {
-			return true
-		}
-	}
-	return false
 }
 
 // read GETs url (following redirects) and checks the body is whole.
@@ -219,7 +209,7 @@ func (p *Prober) read(ctx context.Context, site, target, url string) Result {
 	p.headers(req)
 	resp, err := p.o.Client.Do(req)
 	if err != nil {
-		return r.fail(shortErr(err))
+		return r.fail(fed.ShortErr(err))
 	}
 	defer resp.Body.Close()
 	r.Server = resp.Request.URL.Scheme + "://" + resp.Request.URL.Host
@@ -228,7 +218,7 @@ func (p *Prober) read(ctx context.Context, site, target, url string) Result {
 	}
 	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return r.fail(fmt.Errorf("reading the body: %w", shortErr(err)))
+		return r.fail(fmt.Errorf("reading the body: %w", fed.ShortErr(err)))
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
 		return r.fail(fmt.Errorf("read %d of %d bytes", n, resp.ContentLength))
@@ -262,7 +252,7 @@ func (p *Prober) write(ctx context.Context, site, target, url string) Result {
 		p.headers(req)
 		resp, err := p.o.Client.Do(req)
 		if err != nil {
-			return nil, shortErr(err)
+			return nil, fed.ShortErr(err)
 		}
 		defer resp.Body.Close()
 		out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -302,18 +292,6 @@ func (p *Prober) headers(req *http.Request) {
 func (r Result) fail(err error) Result {
 	r.Reason = err.Error()
 	return r
-}
-
-// shortErr drops the URL net/http puts in front of its errors (it may
-// carry a query) and keeps the cause.
-func shortErr(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) && strings.Contains(err.Error(), "\"") {
-		if inner := errors.Unwrap(err); inner != nil {
-			return inner
-		}
-	}
-	return err
 }
 
 // record keeps r, keeps when its state began, and updates the metrics.
