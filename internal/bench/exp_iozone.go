@@ -199,6 +199,25 @@ func ioRow(r *Run, rep int, path, op string, rec, n int64, ops int, secs float64
 
 // ioPerm returns count record indexes of nrec in a fixed-seed random order
 // (the same sample for every path and repetition).
+// ioRead is a read pass of a sweep point: its name and the records it
+// reads, in order.
+type ioRead struct {
+	op    string
+	order []int64
+}
+
+// ioReads are a point's read passes: the first records in order, and
+// records in a random order (maxOps of each at most).
+func ioReads(size, rec int64, maxOps int) []ioRead {
+	nrec := size / rec
+	ops := int(min(nrec, int64(maxOps)))
+	seq := make([]int64, ops)
+	for k := range seq {
+		seq[k] = int64(k)
+	}
+	return []ioRead{{"seqread", seq}, {"randread", ioPerm(nrec, ops, rec)}}
+}
+
 func ioPerm(nrec int64, count int, rec int64) []int64 {
 	rng := rand.New(rand.NewPCG(2, uint64(rec)))
 	p := make([]int64, nrec)
@@ -350,17 +369,8 @@ func ioRemote(ctx context.Context, r *Run, rep int, base, path, src string, size
 		return fmt.Errorf("%s is %d bytes, want %d", f.URL(), f.Size(), size)
 	}
 	for _, rec := range records {
-		nrec := size / rec
-		ops := int(min(nrec, int64(maxOps)))
 		buf := make([]byte, rec)
-		seq := make([]int64, ops)
-		for k := range seq {
-			seq[k] = int64(k)
-		}
-		for _, p := range []struct {
-			op    string
-			order []int64
-		}{{"seqread", seq}, {"randread", ioPerm(nrec, ops, rec)}} {
+		for _, p := range ioReads(size, rec, maxOps) {
 			if err := step(fmt.Sprintf("rep %d %s %s %s", rep, path, p.op, client.FormatBytes(rec))); err != nil {
 				return err
 			}
@@ -370,7 +380,7 @@ func ioRemote(ctx context.Context, r *Run, rep int, base, path, src string, size
 					return fmt.Errorf("%s record %d of %d bytes: %w", p.op, k, rec, err)
 				}
 			}
-			ioRow(r, rep, path, p.op, rec, int64(ops)*rec, ops, time.Since(t0).Seconds())
+			ioRow(r, rep, path, p.op, rec, int64(len(p.order))*rec, len(p.order), time.Since(t0).Seconds())
 		}
 	}
 

@@ -148,16 +148,10 @@ func ioMount(ctx context.Context, r *Run, rep int, fm *fsMounter, base, path str
 		return ferr
 	}
 	for _, rec := range records {
-		nrec := size / rec
-		ops := int(min(nrec, int64(maxOps)))
-		seq := make([]int64, ops)
-		for k := range seq {
-			seq[k] = int64(k)
-		}
-		for _, p := range []struct {
-			op    string
-			order []int64
-		}{{"seqread", seq}, {"randread", ioPerm(nrec, ops, rec)}} {
+		reads := ioReads(size, rec, maxOps)
+		seq := reads[0].order
+		ops := len(seq)
+		for _, p := range reads {
 			if err := step(fmt.Sprintf("rep %d %s %s %s", rep, path, p.op, client.FormatBytes(rec))); err != nil {
 				return err
 			}
@@ -185,10 +179,7 @@ func ioMount(ctx context.Context, r *Run, rep int, fm *fsMounter, base, path str
 				return err
 			}
 		}
-		for _, p := range []struct {
-			op    string
-			order []int64
-		}{{"seqwrite", seq}, {"randwrite", ioPerm(int64(ops), ops, rec)}} {
+		for _, p := range []ioRead{{"seqwrite", seq}, {"randwrite", ioPerm(int64(ops), ops, rec)}} {
 			if err := step(fmt.Sprintf("rep %d %s %s %s", rep, path, p.op, client.FormatBytes(rec))); err != nil {
 				return err
 			}
