@@ -205,19 +205,11 @@ func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
 		if err := exists(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+fileCols+` FROM files WHERE job_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			f, err := scanFile(rows)
-			if err != nil {
-				return err
-			}
+		return each(ctx, tx, func(r *sql.Rows) error {
+			f, err := scanFile(r)
 			fs = append(fs, f)
-		}
-		return rows.Err()
+			return err
+		}, `SELECT `+fileCols+` FROM files WHERE job_id = ? ORDER BY idx`, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("files of job %s: %w", id, err)
@@ -242,28 +234,21 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error
 		if err := exists(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT job_id, idx, n, owner, started, ended, source, destination,
-			mode, bytes, error_class, message FROM attempts WHERE job_id = ? ORDER BY idx, n`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		return each(ctx, tx, func(r *sql.Rows) error {
 			var a store.Attempt
 			var start, end string
-			if err := rows.Scan(&a.Job, &a.Index, &a.N, &a.Owner, &start, &end, &a.Source, &a.Destination,
-				&a.Mode, &a.Bytes, &a.ErrorClass, &a.Message); err != nil {
-				return err
+			err := r.Scan(&a.Job, &a.Index, &a.N, &a.Owner, &start, &end, &a.Source, &a.Destination,
+				&a.Mode, &a.Bytes, &a.ErrorClass, &a.Message)
+			if err == nil {
+				a.Start, err = parseTS(start)
 			}
-			if a.Start, err = parseTS(start); err != nil {
-				return err
-			}
-			if a.End, err = parseTS(end); err != nil {
-				return err
+			if err == nil {
+				a.End, err = parseTS(end)
 			}
 			as = append(as, a)
-		}
-		return rows.Err()
+			return err
+		}, `SELECT job_id, idx, n, owner, started, ended, source, destination,
+			mode, bytes, error_class, message FROM attempts WHERE job_id = ? ORDER BY idx, n`, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("attempts of job %s: %w", id, err)

@@ -15,24 +15,17 @@ import (
 func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, error) {
 	ls := []store.LinkLoad{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT link,
+		return each(ctx, tx, func(r *sql.Rows) error {
+			var l store.LinkLoad
+			err := r.Scan(&l.Link, &l.Queued, &l.Active)
+			ls = append(ls, l)
+			return err
+		}, `SELECT link,
 				sum(CASE WHEN state = ?1 AND not_before <= ?3 THEN 1 ELSE 0 END) AS queued,
 				sum(CASE WHEN state = ?2 THEN 1 ELSE 0 END) AS active
 			FROM files WHERE state IN (?1, ?2)
 			GROUP BY link HAVING queued + active > 0 ORDER BY link`,
 			store.FileSubmitted, store.FileActive, ts(now))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var l store.LinkLoad
-			if err := rows.Scan(&l.Link, &l.Queued, &l.Active); err != nil {
-				return err
-			}
-			ls = append(ls, l)
-		}
-		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
@@ -330,23 +323,16 @@ func (s *Store) Decisions(ctx context.Context, link string, limit int) ([]store.
 	}
 	ds := []store.Decision{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		return each(ctx, tx, func(r *sql.Rows) error {
 			var d store.Decision
 			var t string
-			if err := rows.Scan(&d.Link, &t, &d.Active, &d.Rate, &d.Success, &d.Reason); err != nil {
-				return err
-			}
-			if d.Time, err = parseTS(t); err != nil {
-				return err
+			err := r.Scan(&d.Link, &t, &d.Active, &d.Rate, &d.Success, &d.Reason)
+			if err == nil {
+				d.Time, err = parseTS(t)
 			}
 			ds = append(ds, d)
-		}
-		return rows.Err()
+			return err
+		}, q, args...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("decisions on %q: %w", link, err)
