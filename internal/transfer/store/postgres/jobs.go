@@ -171,15 +171,8 @@ func (s *Store) Files(ctx context.Context, id string) ([]store.File, error) {
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			f, err := scanFile(rows)
-			if err != nil {
-				return err
-			}
-			fs = append(fs, f)
-		}
-		return rows.Err()
+		fs, err = pgx.AppendRows(fs, rows, func(r pgx.CollectableRow) (store.File, error) { return scanFile(r) })
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("files of job %s: %w", id, err)
