@@ -195,15 +195,6 @@ const copyBuffer = 1 << 20
 func copyRange(ctx context.Context, w io.Writer, f storage.File, off, n int64, bufs *bufpool.Pool) error {
 	var m int64
 	var err error
-	if rs, ok := f.(storage.RangeSender); ok {
-		var handled bool
-		if m, handled, err = rs.SendRange(ctx, w, off, n); handled {
-			if err == nil && m != n {
-				err = fmt.Errorf("file shrank while sending: %d of %d bytes: %w", m, n, io.ErrUnexpectedEOF)
-			}
-			return err
-		}
-	}
 	if of, ok := f.(storage.OSFile); ok {
 		// Our own descriptor: seeking it races with nobody.
 		osf := of.OSFile()

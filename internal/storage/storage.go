@@ -102,18 +102,6 @@ type OSFile interface {
 	OSFile() *os.File
 }
 
-// RangeSender is an optional capability of a File that sends a range to
-// a writer better than ReadAt through a buffer would (S3 over plain HTTP
-// moves the GET's body into the client's connection by splice).
-// handled false means it could not for this range or writer and sent
-// nothing: the caller copies as usual. sent counts what reached w.
-type RangeSender interface {
-	// CanSend reports whether a SendRange of n bytes to a TCP
-	// connection would be handled.
-	CanSend(n int64) bool
-	SendRange(ctx context.Context, w io.Writer, off, n int64) (sent int64, handled bool, err error)
-}
-
 // Span is a byte range: Len bytes from Off.
 type Span struct{ Off, Len int64 }
 

@@ -60,7 +60,6 @@ type file struct {
 	ends   [maxEnds]int64 // where recent reads ended (a ring)
 	nends  int
 	vec    []vecGroup
-	raw    []*rawConn // connections between spliced GETs (splice.go)
 	closed bool
 }
 
@@ -95,10 +94,6 @@ func (f *file) Close() error {
 		g.buf.Release()
 	}
 	f.vec = nil
-	for _, c := range f.raw {
-		c.conn.Close()
-	}
-	f.raw = nil
 	return nil
 }
 

@@ -144,12 +144,8 @@ type Backend struct {
 	stall   time.Duration
 	// idleClose: see Options.IdleStreamTimeout.
 	idleClose time.Duration
-	// splice: large ranges are sent by splice over raw (splice.go), an
-	// http:// endpoint reached without a proxy.
-	splice bool
-	wrap   func(http.RoundTripper) http.RoundTripper
-	log    *slog.Logger
-	sums   *sumCache
+	log       *slog.Logger
+	sums      *sumCache
 
 	stop     context.CancelFunc
 	sweeping sync.WaitGroup
@@ -199,11 +195,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if b.idleClose = o.IdleStreamTimeout; b.idleClose <= 0 {
 		b.idleClose = 5 * time.Second
 	}
-	if u := c.EndpointURL(); u.Scheme == "http" && o.Conn.Transport == nil {
-		if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && p == nil {
-			b.splice, b.wrap = true, o.Conn.Wrap
-		}
-	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ok, err := c.BucketExists(cctx, o.Bucket)
@@ -244,14 +235,6 @@ func (b *Backend) Close() error {
 
 // String names the export, for logs.
 func (b *Backend) String() string { return "s3://" + b.bucket + "/" + strings.TrimSuffix(b.root, "/") }
-
-// wrapRaw puts the export's wrapper (metrics) over a splicer.
-func (b *Backend) wrapRaw(rt http.RoundTripper) http.RoundTripper {
-	if b.wrap == nil {
-		return rt
-	}
-	return b.wrap(rt)
-}
 
 // key is the object key of a logical name.
 func (b *Backend) key(name string) string { return b.root + name }

@@ -95,8 +95,7 @@ func (ss *session) read(ctx context.Context, r *request) error {
 	n := min(int64(rq.Length), size-rq.Offset)
 	chunk := int64(ss.srv.opts.MaxReadSize)
 	var b []byte
-	splice := n > smallRead && r.out.canSplice(src, min(n, chunk))
-	if !splice && (!r.out.canSendfile(src) || n <= smallRead) {
+	if !r.out.canSendfile(src) || n <= smallRead {
 		chunk = min(chunk, bufferedFrame)
 		buf, err := ss.srv.opts.Buffers.Get(ctx, int(min(n, chunk)))
 		if err != nil {
@@ -113,24 +112,6 @@ func (ss *session) read(ctx context.Context, r *request) error {
 		}
 		if err := fill(ctx, src, storage.Span{Off: rq.Offset + done, Len: k}); err != nil {
 			return err
-		}
-		if splice {
-			handled, err := r.out.spliceFrame(ctx, r.hdr.StreamID, st, src, rq.Offset+done, k)
-			if err != nil {
-				return err
-			}
-			if handled {
-				done += k
-				continue
-			}
-			if b == nil { // a frame the backend would not take: buffered
-				buf, err := ss.srv.opts.Buffers.Get(ctx, int(chunk))
-				if err != nil {
-					return err
-				}
-				defer buf.Release()
-				b = buf.B
-			}
 		}
 		if err := r.out.sendFileFrame(r.hdr.StreamID, st, src, rq.Offset+done, k, b); err != nil {
 			return err
