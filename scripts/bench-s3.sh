@@ -52,16 +52,49 @@ pids+=($!)
 P=$(url_of "$work/px.log" '"url":"http://[^"]*"' | cut -d'"' -f4)
 direct=$(aws s3 presign s3://bench/pre/file)
 bytes=$(stat -c %s "$work/file")
+# A peer for the cost of one proxy hop on this machine: nginx as a
+# buffered reverse proxy in front of MinIO (the presigned URL's Host kept).
+N=""
+if command -v nginx >/dev/null; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mhost=${AWS_ENDPOINT_URL#http://}
+  mkdir "$work/ngtmp"
+  cat >"$work/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx.err;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path $work/ngtmp;
+  proxy_temp_path $work/ngtmp;
+  upstream s3 { server $mhost; keepalive 8; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://s3; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host $mhost;
+      proxy_buffering on; proxy_buffers 16 1m; proxy_buffer_size 64k; proxy_max_temp_file_size 0;
+    }
+  }
+}
+EOF
+  nginx -c "$work/nginx.conf" >/dev/null 2>&1 &
+  pids+=($!)
+  N="http://127.0.0.1:$port${direct#"$AWS_ENDPOINT_URL"}"
+  for _ in $(seq 100); do curl -sf -o /dev/null -r 0-0 "$N" && break; sleep 0.1; done
+fi
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 rate() { awk -v b="$bytes" -v s="$1" 'BEGIN {printf "%.0f", b/s/1e6}'; }
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 
 echo "# $(date -u '+%F %H:%M') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), object $SIZE, $RUNS runs, MB/s medians"
-d=(); h=(); r=(); x=()
+d=(); h=(); r=(); x=(); n=()
 c0=$(cpu $wpid)
 for _ in $(seq "$RUNS"); do
   d+=("$(curl -s -o /dev/null -w '%{time_total}' "$direct")")
+  if [ -n "$N" ]; then n+=("$(curl -s -o /dev/null -w '%{time_total}' "$N")"); fi
   h+=("$(curl -s -o /dev/null -w '%{time_total}' "$W/store/file")")
   s=$(date +%s.%N); xrdcp -f -s "root://${W#http://}//store/file" /dev/null; e=$(date +%s.%N)
   r+=("$(awk -v s="$s" -v e="$e" 'BEGIN {print e-s}')")
@@ -72,6 +105,10 @@ c1=$(cpu $wpid)
 xm=$(printf '%s\n' "${x[@]}" | median); dm=$(printf '%s\n' "${d[@]}" | median); hm=$(printf '%s\n' "${h[@]}" | median); rm=$(printf '%s\n' "${r[@]}" | median)
 echo "read, curl direct from MinIO (presigned):  $(rate "$dm") MB/s"
 echo "read, curl through wanda's HTTP:           $(rate "$hm") MB/s  ($(awk -v a="$dm" -v b="$hm" 'BEGIN {printf "%.2f", a/b}')x direct)"
+if [ -n "$N" ]; then
+  nm=$(printf '%s\n' "${n[@]}" | median)
+  echo "read, curl through nginx (reverse proxy):  $(rate "$nm") MB/s  ($(awk -v a="$dm" -v b="$nm" 'BEGIN {printf "%.2f", a/b}')x direct; wanda $(awk -v a="$nm" -v b="$hm" 'BEGIN {printf "%.2f", a/b}')x nginx)"
+fi
 echo "read, xrdcp through wanda's root://:       $(rate "$rm") MB/s"
 echo "read, xrdcp from a wanda POSIX export:    $(rate "$xm") MB/s  (the same file on local disk: xrdcp's own ceiling here)"
 echo "wanda CPU per GiB read (HTTP + root://):   $(awk -v t=$((c1 - c0)) -v n="$RUNS" -v b="$bytes" 'BEGIN {printf "%.2f s", t/100/(2*n)/(b/2^30)}')"
