@@ -333,3 +333,29 @@ func (f *file) Close() error {
 	f.e.release()
 	return f.fd.Close()
 }
+
+// Complete reports whether every block of the file is on disk and was
+// checked in this process (fetched, or read through once since it was
+// loaded): its data file then holds the whole file, and another reader
+// may read it directly (the FUSE mount hands it to the kernel,
+// passthrough). The handle keeps the blocks: a file open is never
+// purged, and a new version upstream goes to a new data file.
+func (f *file) Complete() bool {
+	e := f.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return false
+	}
+	n := len(e.rec.Sums)
+	for i, w := range e.rec.Have {
+		want := ^uint64(0)
+		if r := n - i*64; r < 64 {
+			want = 1<<uint(r) - 1
+		}
+		if w&want != want || e.verified[i]&want != want {
+			return false
+		}
+	}
+	return true
+}

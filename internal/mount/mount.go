@@ -78,6 +78,11 @@ type Options struct {
 	// Prefetch is how many blocks go ahead of a sequential reader
 	// (DefaultPrefetch); a random reader gets none.
 	Prefetch int
+	// NoPassthrough keeps every read on the daemon's path; otherwise a
+	// file the block cache holds whole is opened in FUSE passthrough
+	// (Linux 6.9+, as root): the kernel reads the cache's data file
+	// directly (passthrough.go).
+	NoPassthrough bool
 	// ReadOnly refuses every change with EROFS.
 	ReadOnly bool
 	// AttrTTL is how long attributes and directory entries are kept, here
@@ -241,8 +246,15 @@ func New(o Options) (*Mount, error) {
 		m.cleanup()
 		return nil, fmt.Errorf("mount %s: %w", o.Dir, err)
 	}
+	pass := !o.NoPassthrough && passthroughAvailable(m.srv.KernelSettings().Flags64(), os.Geteuid())
+	m.fsys.passthrough.Store(pass)
+	o.Log.Debug("mounted", "passthrough", pass)
 	return m, nil
 }
+
+// Passthrough reports whether fully cached files are opened in FUSE
+// passthrough (Options.NoPassthrough, the kernel, root).
+func (m *Mount) Passthrough() bool { return m.fsys.passthrough.Load() }
 
 // Wait blocks until the filesystem is unmounted.
 func (m *Mount) Wait() { m.srv.Wait() }

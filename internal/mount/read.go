@@ -20,8 +20,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if n.fsys.o.ReadOnly {
 			return nil, 0, syscall.EROFS
 		}
+		if !n.io.openCached() {
+			return nil, 0, syscall.ETXTBSY // read in passthrough (passthrough.go)
+		}
 		w, err := n.openWriter(ctx, flags&syscall.O_TRUNC != 0)
 		if err != nil {
+			n.io.closed(false)
 			return nil, 0, errno(err)
 		}
 		h := &writeHandle{w: w, write: true}
@@ -30,6 +34,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if w := n.writer(); w != nil && w.acquire() {
 		// Being written through the mount: readers see what was written.
+		if !n.io.openCached() {
+			w.release()
+			return nil, 0, syscall.ETXTBSY
+		}
 		return &writeHandle{w: w}, 0, 0
 	}
 	p := n.logical()
@@ -42,15 +50,28 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.Close()
 		return nil, 0, errno(err)
 	}
+	h.n = n
+	c, _ := f.(completer)
+	h.pass = n.io.openReader(n.fsys.passthrough.Load() && c != nil, func() bool { return c.Complete() })
+	if h.pass {
+		n.fsys.passOpens.Add(1)
+		return passHandle{h}, 0, 0
+	}
 	// The kernel keeps the file's pages across opens; it drops them when
 	// the attributes say the file changed (size, mtime).
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
+// completer is the block cache's file: Complete says all its blocks are
+// on disk, checked.
+type completer interface{ Complete() bool }
+
 // readHandle reads a file through the block cache: Fill fetches the
 // blocks a read needs (prefetching ahead of a sequential reader), then the
 // kernel gets the bytes by splice from the cache's block file.
 type readHandle struct {
+	n    *node
+	pass bool // opened in passthrough (counted so in n.io)
 	f    storage.File
 	fill storage.Filler
 	fd   *os.File
@@ -79,6 +100,7 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if off >= h.size || len(dest) == 0 {
 		return fuse.ReadResultData(nil), 0
 	}
+	h.n.fsys.reads.Add(1)
 	n := min(int64(len(dest)), h.size-off)
 	if err := h.fill.Fill(ctx, []storage.Span{{Off: off, Len: n}}); err != nil {
 		return nil, errno(err)
@@ -87,6 +109,7 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
+	h.n.io.closed(h.pass)
 	h.f.Close()
 	return 0
 }
