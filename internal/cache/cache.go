@@ -95,6 +95,7 @@ type Cache struct {
 	used    int64             // bytes of blocks present, all entries
 
 	meta *metaCache // stats and listings from upstream, briefly
+	link link       // the upstream's round trip and rate (link.go)
 
 	fetches sync.WaitGroup     // fetch goroutines, waited for at Close
 	opens   singleflight.Group // concurrent opens of one path: one upstream stat

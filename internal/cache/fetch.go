@@ -164,6 +164,10 @@ func (e *entry) fetchRuns(runs []run, blocks []int, prefetch bool) (stored int, 
 		w := &blockWriter{e: e, next: r.first, at: off, prefetch: prefetch}
 		err = up.ReadAtFunc(ctx, off, n, w.write)
 		stored = w.next - r.first
+		if err == nil && !w.first.IsZero() {
+			e.c.link.rttSample(w.first.Sub(start))
+			e.c.link.rateSample(n, time.Since(w.first))
+		}
 		if err == nil && stored < r.n {
 			err = fmt.Errorf("%d of %d bytes: %w", w.at-off, n, io.ErrUnexpectedEOF)
 		}
@@ -213,12 +217,16 @@ type blockWriter struct {
 	at       int64  // the next byte expected
 	crc      uint32 // of next's bytes so far
 	prefetch bool
+	first    time.Time // when the first bytes came
 }
 
 func (w *blockWriter) write(p []byte, at int64) error {
 	e := w.e
 	if at != w.at {
 		return fmt.Errorf("cache: upstream bytes at %d, expected %d", at, w.at)
+	}
+	if w.first.IsZero() {
+		w.first = time.Now()
 	}
 	bs := e.rec.BlockSize
 	for len(p) > 0 {

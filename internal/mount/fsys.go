@@ -42,8 +42,9 @@ type fsys struct {
 	// Options.NoPassthrough); set once mounted.
 	passthrough atomic.Bool
 	// passOpens counts the opens in passthrough, reads the reads that
-	// reached the daemon (read.go).
-	passOpens, reads atomic.Int64
+	// reached the daemon (read.go), rangeReads those of them served by a
+	// request for their range (not their blocks).
+	passOpens, reads, rangeReads atomic.Int64
 
 	// downUntil (unix ns): the server failed moments ago (see downFor).
 	downUntil atomic.Int64

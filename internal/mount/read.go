@@ -62,6 +62,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
+// rangeReader is the block cache's file: a small random read whose block
+// is missing may be read from the server, its range only, when a round
+// trip costs less than moving the block (cache.file.FillOrRead); the
+// kernel keeps the bytes in its page cache.
+type rangeReader interface {
+	FillOrRead(ctx context.Context, p []byte, off int64) (direct bool, err error)
+}
+
 // completer is the block cache's file: Complete says all its blocks are
 // on disk, checked.
 type completer interface{ Complete() bool }
@@ -74,6 +82,7 @@ type readHandle struct {
 	pass bool // opened in passthrough (counted so in n.io)
 	f    storage.File
 	fill storage.Filler
+	rr   rangeReader // the block cache's file: FillOrRead
 	fd   *os.File
 	size int64
 }
@@ -93,7 +102,8 @@ func newReadHandle(f storage.File) (*readHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &readHandle{f: f, fill: fill, fd: osf.OSFile(), size: st.Size}, nil
+	rr, _ := f.(rangeReader)
+	return &readHandle{f: f, fill: fill, rr: rr, fd: osf.OSFile(), size: st.Size}, nil
 }
 
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -102,7 +112,16 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	}
 	h.n.fsys.reads.Add(1)
 	n := min(int64(len(dest)), h.size-off)
-	if err := h.fill.Fill(ctx, []storage.Span{{Off: off, Len: n}}); err != nil {
+	if h.rr != nil {
+		direct, err := h.rr.FillOrRead(ctx, dest[:n], off)
+		if err != nil {
+			return nil, errno(err)
+		}
+		if direct {
+			h.n.fsys.rangeReads.Add(1)
+			return fuse.ReadResultData(dest[:n]), 0
+		}
+	} else if err := h.fill.Fill(ctx, []storage.Span{{Off: off, Len: n}}); err != nil {
 		return nil, errno(err)
 	}
 	return fuse.ReadResultFd(h.fd.Fd(), off, int(n)), 0
