@@ -85,7 +85,7 @@ The token file is re-read when it changes: renew it without remounting.`,
 	f.StringVar(&cacheDir, "cache-dir", "", "directory of the block cache and of staged writes (default: a temporary directory, removed at exit)")
 	f.StringVar(&cacheSize, "cache-size", "10GiB", "most bytes the block cache keeps on disk")
 	f.StringVar(&blockSize, "block-size", "1MiB", "the block cache's unit of fetch (a power of two, 4KiB-64MiB)")
-	f.IntVar(&prefetch, "prefetch", mount.DefaultPrefetch, "blocks fetched ahead of a sequential reader")
+	f.IntVar(&prefetch, "prefetch", mount.DefaultPrefetch, "most blocks fetched ahead of a sequential reader (the read-ahead window grows to it)")
 	f.BoolVar(&passthrough, "passthrough", true, "open files the block cache holds whole in FUSE passthrough: the kernel reads the cached copy directly (Linux 6.9+, as root; otherwise off)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every change (EROFS)")
 	f.DurationVar(&attrTTL, "attr-ttl", mount.DefaultAttrTTL, "how long attributes and directory entries are kept before asking the server again")

@@ -75,8 +75,9 @@ type Options struct {
 	CacheSize int64
 	// BlockSize is the cache's unit of fetch (DefaultBlockSize).
 	BlockSize int64
-	// Prefetch is how many blocks go ahead of a sequential reader
-	// (DefaultPrefetch); a random reader gets none.
+	// Prefetch is the most blocks fetched ahead of a sequential reader
+	// (DefaultPrefetch): the read-ahead window grows to it; a random
+	// reader gets none.
 	Prefetch int
 	// NoPassthrough keeps every read on the daemon's path; otherwise a
 	// file the block cache holds whole is opened in FUSE passthrough
