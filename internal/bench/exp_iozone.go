@@ -118,7 +118,7 @@ func runIOzone(ctx context.Context, r *Run) error {
 	mounters := ioMounters(r, strings.Fields(r.Str("mounts")), r.Size("mount-block"), r.Int("mount-prefetch"))
 	perRep += len(rtts) * (1 + len(mounters)*ioMountSteps(records))
 	if len(mounters) > 0 {
-		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")
+		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it, through a new open; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")
 	}
 	n, i := r.Reps()*perRep, 0
 	step := func(point string) error {
