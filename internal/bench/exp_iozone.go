@@ -53,7 +53,7 @@ func init() {
 			{Name: "maxops", Help: "most reads per remote point (seqread reads the file's first records, randread a random sample)", Default: "1000", Quick: "200"},
 			{Name: "fio-runtime", Help: "bound of one fio job", Default: "20s", Quick: "5s"},
 			{Name: "mount-block", Help: "block size of wanda mount's cache", Default: "1MiB"},
-			{Name: "mount-prefetch", Help: "blocks wanda mount fetches ahead of a sequential reader", Default: "16"},
+			{Name: "mount-prefetch", Help: "most blocks wanda mount fetches ahead of a sequential reader (its read-ahead window grows to it)", Default: "64"},
 			{Name: "mounts", Help: "filesystems measured on the same path besides the client library: wanda (wanda mount, FUSE), xrootdfs (XRootD's FUSE client over root://); empty: none", Default: "wanda xrootdfs"},
 		},
 		Run: runIOzone,

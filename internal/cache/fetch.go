@@ -36,17 +36,22 @@ func runsOf(blocks []int) []run {
 // fetch gets blocks (registered in inflight by the caller) from upstream
 // and stores them. One stretch of blocks goes in up to Streams parallel
 // range requests; several stretches (a vector read) in multi-range
-// requests of at most vecMax blocks. A prefetch sends its parts one after
-// the other, in block order, never competing with readers for streams.
+// requests of at most vecMax blocks. A prefetch of a stretch goes in up
+// to perFileUpstream parallel requests (the file's slots beyond its
+// streams: readers keep theirs; on a long path one request is bounded by
+// the TCP window); of several stretches, one part after the other.
 func (e *entry) fetch(blocks []int, prefetch bool) {
 	runs := runsOf(sortedInts(blocks))
 	var parts [][]run
-	if len(runs) == 1 && !prefetch {
+	switch {
+	case len(runs) == 1 && prefetch:
+		parts = splitRun(runs[0], perFileUpstream, e.rec.BlockSize)
+	case len(runs) == 1:
 		parts = splitRun(runs[0], e.c.opts.Streams, e.rec.BlockSize)
-	} else {
+	default:
 		parts = vectorParts(runs, e.c.vecMax)
 	}
-	if prefetch {
+	if prefetch && len(runs) > 1 {
 		for _, p := range parts {
 			e.fetchPart(p, true)
 		}
@@ -54,7 +59,7 @@ func (e *entry) fetch(blocks []int, prefetch bool) {
 	}
 	var wg sync.WaitGroup
 	for _, p := range parts {
-		wg.Go(func() { e.fetchPart(p, false) })
+		wg.Go(func() { e.fetchPart(p, prefetch) })
 	}
 	wg.Wait()
 }

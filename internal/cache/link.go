@@ -52,11 +52,19 @@ func (l *link) rateSample(n int64, d time.Duration) {
 	l.peak = max(l.peak, r)
 }
 
-// get returns the round trip (0: not known yet) and the rate.
+// get returns the round trip (0: not known yet) and the rate, at least
+// minRate.
 func (l *link) get() (time.Duration, float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rtt, max(l.peak, minRate)
+}
+
+// measured returns the round trip and the fastest rate seen (0: none).
+func (l *link) measured() (time.Duration, float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rtt, l.peak
 }
 
 // rangeCheaper reports whether a round trip costs less than moving a
@@ -72,10 +80,14 @@ func (l *link) rangeCheaper(bs int64) bool {
 
 // maxWindow is the read-ahead window's ceiling, in blocks: four times the
 // bandwidth-delay product (the blocks to have in flight to keep the path
-// busy while requests of half the window go out one after the other), at
-// least minWindowCap, at most limit (Options.Prefetch).
+// busy while requests of half the window go out), the rate the fastest
+// seen (minRate before any), at least minWindowCap, at most limit
+// (Options.Prefetch).
 func (l *link) maxWindow(bs int64, limit int) int {
-	rtt, rate := l.get()
+	rtt, rate := l.measured()
+	if rate == 0 {
+		rate = minRate
+	}
 	w := minWindowCap
 	if rtt > 0 {
 		w = max(w, int(4*rate*rtt.Seconds()/float64(bs))+1)
@@ -87,7 +99,7 @@ func (l *link) maxWindow(bs int64, limit int) int {
 // firstWindow blocks and doubles with each sequential read up to the
 // ceiling (maxWindow); a read elsewhere (a seek) closes it.
 const (
-	firstWindow  = 2
+	firstWindow  = 4
 	minWindowCap = 8
 )
 

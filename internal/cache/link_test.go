@@ -35,12 +35,12 @@ func TestLinkDecisions(t *testing.T) {
 	if wan.rangeCheaper(bs) {
 		t.Error("20 ms: the range preferred")
 	}
-	// 4 x 1e9 B/s x 20 ms = 80 MB: capped by Prefetch.
-	if got := wan.maxWindow(bs, 16); got != 16 {
-		t.Errorf("20 ms window ceiling %d, want 16 (Prefetch)", got)
+	// 4 x 120 MB/s x 20 ms = 9.6 MB: 10 blocks.
+	if got := wan.maxWindow(bs, 64); got < 9 || got > 11 {
+		t.Errorf("20 ms window ceiling %d, want about 4 x BDP (10 blocks)", got)
 	}
-	if got := wan.maxWindow(bs, 256); got < 64 || got > 100 {
-		t.Errorf("20 ms window ceiling %d, want about 4 x BDP (77 blocks)", got)
+	if got := wan.maxWindow(bs, 8); got != 8 {
+		t.Errorf("20 ms window ceiling %d, want 8 (Prefetch)", got)
 	}
 	// The round trip is a moving average.
 	for range 20 {
@@ -59,13 +59,13 @@ func TestReadAheadWindow(t *testing.T) {
 	for range 6 {
 		got = append(got, e.window(true))
 	}
-	want := []int{2, 4, 8, 8, 8, 8} // nothing known of the link: ceiling minWindowCap
+	want := []int{4, 8, 8, 8, 8, 8} // nothing known of the link: ceiling minWindowCap
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("windows %v, want %v", got, want)
 		}
 	}
-	e.c.link.rttSample(20 * time.Millisecond)
+	e.c.link.rttSample(20 * time.Millisecond) // no rate seen: 1 GB/s
 	if w := e.window(true); w != 16 {
 		t.Errorf("window %d at 20 ms, want 16 (Prefetch)", w)
 	}

@@ -54,7 +54,7 @@ import (
 const (
 	DefaultCacheSize   = 10 << 30
 	DefaultBlockSize   = 1 << 20
-	DefaultPrefetch    = 16
+	DefaultPrefetch    = 64
 	DefaultAttrTTL     = 5 * time.Second
 	DefaultNegativeTTL = 2 * time.Second
 	DefaultStall       = 30 * time.Second
