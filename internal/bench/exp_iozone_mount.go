@@ -218,9 +218,9 @@ func ioMount(ctx context.Context, r *Run, rep int, fm *fsMounter, base, path str
 			})
 			var nc errNoCreate
 			if errors.As(err, &nc) {
-				// xrootdfs 5.5 cannot create a file on wanda's root://
-				// (its CREATE answers ENOENT though the server made the
-				// file): noted, not measured.
+				// A filesystem that cannot create files (xrootdfs did
+				// not on wanda's root:// before its server answered the
+				// stat of a file being created): noted, not measured.
 				r.Note("%s: cannot create a file on the mount (%v): no write rows for %s", path, nc.err, fm.name)
 				fm.noCreate = true
 				continue
