@@ -175,16 +175,35 @@ func runIOzone(ctx context.Context, r *Run) error {
 		X: "record_bytes", Y: "mb_s", Group: []string{"path", "op"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
 		Where: func(row Row) bool { p, _ := row.Get("path").(string); return strings.HasPrefix(p, "wanda-") }})
 	if len(mounters) > 0 {
-		r.Plot(PlotSpec{Name: "iozone-mount", Title: "on a mount: reads vs record length, cold and warm",
-			X: "record_bytes", Y: "mb_s", Group: []string{"path", "op", "cache"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
-			Where: func(row Row) bool {
-				p, _ := row.Get("path").(string)
-				op, _ := row.Get("op").(string)
-				return (strings.HasPrefix(p, "mount-") || strings.HasPrefix(p, "xrootdfs-") || p == "local") && strings.HasSuffix(op, "read")
-			}})
+		for _, p := range ioMountPlots(rtts) {
+			r.Plot(p)
+		}
 	}
 	r.SeedTable(seed002IOzone)
 	return nil
+}
+
+// ioMountPlots are the mounts' plots, one per path (as seed 002's Fig.
+// 3), MB/s on a log scale: cold reads over the WAN and warm ones differ
+// by 1000x.
+func ioMountPlots(rtts []time.Duration) []PlotSpec {
+	var out []PlotSpec
+	for _, rtt := range rtts {
+		suffix := fmt.Sprintf("-%dms", rtt.Milliseconds())
+		what := fmt.Sprintf("%d ms RTT", rtt.Milliseconds())
+		if rtt == 0 {
+			what = "loopback"
+		}
+		out = append(out, PlotSpec{Name: "iozone-mount" + suffix, Title: "on a mount, " + what + ": reads and writes vs record length",
+			X: "record_bytes", Y: "mb_s", Group: []string{"path", "op", "cache"}, XLabel: "record length (bytes)", YLabel: "MB/s (log)", LogX: true, LogY: true,
+			Where: func(row Row) bool {
+				p, _ := row.Get("path").(string)
+				op, _ := row.Get("op").(string)
+				return strings.HasSuffix(p, suffix) && (strings.HasPrefix(p, "mount-") || strings.HasPrefix(p, "xrootdfs-")) && op != "cat" ||
+					p == "local" && op == "randread"
+			}})
+	}
+	return out
 }
 
 // ioRow records one point.
