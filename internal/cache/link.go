@@ -152,6 +152,7 @@ func (f *file) FillOrRead(ctx context.Context, p []byte, off int64) (direct bool
 	if seq || n > e.rec.BlockSize/2 || !e.absent(span) || !c.link.rangeCheaper(e.rec.BlockSize) {
 		return false, f.fill(ctx, span, seq)
 	}
+	e.window(false) // a seek: the read-ahead window closes
 	if err := e.readRange(ctx, p[:n], off); err != nil {
 		return false, err
 	}

@@ -247,9 +247,14 @@ func New(o Options) (*Mount, error) {
 		m.cleanup()
 		return nil, fmt.Errorf("mount %s: %w", o.Dir, err)
 	}
-	pass := !o.NoPassthrough && passthroughAvailable(m.srv.KernelSettings().Flags64(), os.Geteuid())
-	m.fsys.passthrough.Store(pass)
-	o.Log.Debug("mounted", "passthrough", pass)
+	if !o.NoPassthrough {
+		if err := probePassthrough(m.srv, filepath.Join(o.CacheDir, "blocks")); err != nil {
+			o.Log.Info("FUSE passthrough off: every read goes through the mount", "why", err)
+		} else {
+			m.fsys.passthrough.Store(true)
+		}
+	}
+	o.Log.Debug("mounted", "passthrough", m.fsys.passthrough.Load())
 	return m, nil
 }
 

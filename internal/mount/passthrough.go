@@ -1,6 +1,9 @@
 package mount
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -81,8 +84,29 @@ type passHandle struct{ *readHandle }
 
 func (h passHandle) PassthroughFd() (int, bool) { return int(h.fd.Fd()), true }
 
-// passthroughAvailable reports whether the kernel offered passthrough
-// (CAP_PASSTHROUGH) and we may register backing files (root).
-func passthroughAvailable(flags uint64, euid int) bool {
-	return flags&fuse.CAP_PASSTHROUGH != 0 && euid == 0
+// probePassthrough reports whether readers may be opened in passthrough:
+// the kernel offered it (CAP_PASSTHROUGH), and it accepts a file of the
+// cache directory as a backing file (it refuses a daemon without
+// CAP_SYS_ADMIN, or a cache directory on a stacked filesystem, e.g.
+// another FUSE mount). When go-fuse's own registration fails at an open
+// it turns passthrough off for the whole mount, which ioMode would not
+// know: hence the probe, with a file of the same directory, first.
+func probePassthrough(srv *fuse.Server, dir string) error {
+	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		return errors.New("the kernel does not offer FUSE passthrough (Linux 6.9 and later)")
+	}
+	f, err := os.CreateTemp(dir, "passthrough-probe-")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	os.Remove(f.Name())
+	id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+	if errno != 0 {
+		return fmt.Errorf("the kernel refused a backing file in %s: %w (passthrough needs CAP_SYS_ADMIN)", dir, errno)
+	}
+	if errno := srv.UnregisterBackingFd(id); errno != 0 {
+		return fmt.Errorf("unregistering the probe's backing file: %w", errno)
+	}
+	return nil
 }
