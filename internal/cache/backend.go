@@ -301,7 +301,10 @@ func (f *file) fill(ctx context.Context, spans []storage.Span, seq bool) error {
 			first := int((s.Off + s.Len + bs - 1) / bs)
 			// Once the demand blocks are claimed (they go first), before
 			// waiting for them.
-			claimed = func() { e.readAhead(first, w) }
+			claimed = func() { e.prefetch(first, w) }
+			if c.opts.AdaptiveReadAhead {
+				claimed = func() { e.readAhead(first, w) }
+			}
 		}
 	}
 	fetched, err := e.fill(ctx, spans, claimed)

@@ -36,22 +36,25 @@ func runsOf(blocks []int) []run {
 // fetch gets blocks (registered in inflight by the caller) from upstream
 // and stores them. One stretch of blocks goes in up to Streams parallel
 // range requests; several stretches (a vector read) in multi-range
-// requests of at most vecMax blocks. A prefetch of a stretch goes in up
-// to perFileUpstream parallel requests (the file's slots beyond its
+// requests of at most vecMax blocks. A prefetch sends its parts one
+// after the other, in block order, never competing with readers for
+// streams; with Options.AdaptiveReadAhead a prefetch of one stretch goes
+// in up to perFileUpstream parallel requests (the file's slots beyond its
 // streams: readers keep theirs; on a long path one request is bounded by
-// the TCP window); of several stretches, one part after the other.
+// the TCP window).
 func (e *entry) fetch(blocks []int, prefetch bool) {
 	runs := runsOf(sortedInts(blocks))
+	adaptive := e.c.opts.AdaptiveReadAhead
 	var parts [][]run
 	switch {
-	case len(runs) == 1 && prefetch:
-		parts = splitRun(runs[0], perFileUpstream, e.rec.BlockSize)
-	case len(runs) == 1:
+	case len(runs) == 1 && !prefetch:
 		parts = splitRun(runs[0], e.c.opts.Streams, e.rec.BlockSize)
+	case len(runs) == 1 && adaptive:
+		parts = splitRun(runs[0], perFileUpstream, e.rec.BlockSize)
 	default:
 		parts = vectorParts(runs, e.c.vecMax)
 	}
-	if prefetch && len(runs) > 1 {
+	if prefetch && (len(runs) > 1 || !adaptive) {
 		for _, p := range parts {
 			e.fetchPart(p, true)
 		}

@@ -95,9 +95,11 @@ func (l *link) maxWindow(bs int64, limit int) int {
 	return min(w, limit)
 }
 
-// The read-ahead window of a sequential reader: it starts at
-// firstWindow blocks and doubles with each sequential read up to the
-// ceiling (maxWindow); a read elsewhere (a seek) closes it.
+// The read-ahead window of a sequential reader, with
+// Options.AdaptiveReadAhead: it starts at firstWindow blocks and doubles with
+// each sequential read up to the ceiling (maxWindow); a read elsewhere (a
+// seek) closes it. Without: Prefetch blocks from the first sequential
+// read.
 const (
 	firstWindow  = 4
 	minWindowCap = 8
@@ -111,6 +113,9 @@ func (e *entry) window(seq bool) int {
 	if !seq {
 		e.win = 0
 		return 0
+	}
+	if !e.c.opts.AdaptiveReadAhead {
+		return e.c.opts.Prefetch
 	}
 	ceil := e.c.link.maxWindow(e.rec.BlockSize, e.c.opts.Prefetch)
 	if e.win == 0 {

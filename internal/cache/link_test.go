@@ -54,7 +54,7 @@ func TestLinkDecisions(t *testing.T) {
 // The window opens at firstWindow blocks, doubles with each sequential
 // read up to its ceiling, and closes on a seek.
 func TestReadAheadWindow(t *testing.T) {
-	e := &entry{c: &Cache{opts: Options{Prefetch: 16}}, rec: record{BlockSize: 1 << 20}}
+	e := &entry{c: &Cache{opts: Options{Prefetch: 16, AdaptiveReadAhead: true}}, rec: record{BlockSize: 1 << 20}}
 	var got []int
 	for range 6 {
 		got = append(got, e.window(true))
@@ -74,6 +74,11 @@ func TestReadAheadWindow(t *testing.T) {
 	}
 	if w := e.window(true); w != firstWindow {
 		t.Errorf("window %d after a seek and a sequential read, want %d", w, firstWindow)
+	}
+	// Without the ramp: Prefetch at once.
+	e.c.opts.AdaptiveReadAhead = false
+	if w := e.window(true); w != 16 {
+		t.Errorf("window %d without the ramp, want 16 (Prefetch)", w)
 	}
 	// Sequential: within a block of the last read's end, or large.
 	e.next.Store(0)

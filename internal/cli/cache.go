@@ -116,7 +116,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.StringVar(&maxSize, "max-size", "10GiB", "most bytes cached")
 	f.StringVar(&blockSize, "block-size", "1MiB", "caching block size (a power of two, 4KiB-64MiB)")
 	f.StringVar(&ram, "ram", "256MiB", "memory budget of upstream fetches in flight (like XCache's pfc.ram); a fetch over it waits")
-	f.IntVar(&prefetch, "prefetch", config.DefaultCache().Prefetch, "most blocks fetched ahead of a sequential reader (the read-ahead window grows to it)")
+	f.IntVar(&prefetch, "prefetch", config.DefaultCache().Prefetch, "blocks fetched ahead of a sequential reader")
 	f.IntVar(&streams, "streams", config.DefaultCache().Streams, "parallel upstream requests for one large read")
 	f.StringVar(&writes, "writes", "refuse", "refuse or passthrough")
 	f.StringVar(&verify, "verify", "once", "block checksums: once (after loading from disk) or always")

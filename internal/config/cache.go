@@ -40,8 +40,7 @@ type Cache struct {
 	MaxSize Size `yaml:"max_size"`
 	// BlockSize is the unit of caching and of upstream fetches.
 	BlockSize Size `yaml:"block_size"`
-	// Prefetch is the most blocks fetched ahead of a sequential reader (the
-	// read-ahead window grows to it).
+	// Prefetch is how many blocks ahead of a sequential reader are fetched.
 	Prefetch int `yaml:"prefetch"`
 	// Streams is how many parallel upstream requests fetch one large read.
 	Streams int `yaml:"streams"`

@@ -190,11 +190,13 @@ func New(o Options) (*Mount, error) {
 		// Concurrent small reads of a file (threads of one job) go up as
 		// vector reads.
 		CoalesceReads: true,
-		ListTTL:       o.AttrTTL,
-		StallTimeout:  o.Stall,
-		Client:        o.Client,
-		Log:           o.Log,
-		Registry:      o.Registry,
+		// A sequential reader's read-ahead starts small and grows.
+		AdaptiveReadAhead: true,
+		ListTTL:           o.AttrTTL,
+		StallTimeout:      o.Stall,
+		Client:            o.Client,
+		Log:               o.Log,
+		Registry:          o.Registry,
 	})
 	o.Client.HTTP.UserAgent = ua
 	if err != nil {
