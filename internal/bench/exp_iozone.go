@@ -53,7 +53,7 @@ func init() {
 			{Name: "maxops", Help: "most reads per remote point (seqread reads the file's first records, randread a random sample)", Default: "1000", Quick: "200"},
 			{Name: "fio-runtime", Help: "bound of one fio job", Default: "20s", Quick: "5s"},
 			{Name: "mount-block", Help: "block size of wanda mount's cache", Default: "1MiB"},
-			{Name: "mount-prefetch", Help: "blocks wanda mount fetches ahead of a sequential reader", Default: "16"},
+			{Name: "mount-prefetch", Help: "most blocks wanda mount fetches ahead of a sequential reader (its read-ahead window grows to it)", Default: "64"},
 			{Name: "mounts", Help: "filesystems measured on the same path besides the client library: wanda (wanda mount, FUSE), xrootdfs (XRootD's FUSE client over root://); empty: none", Default: "wanda xrootdfs"},
 		},
 		Run: runIOzone,
@@ -118,7 +118,7 @@ func runIOzone(ctx context.Context, r *Run) error {
 	mounters := ioMounters(r, strings.Fields(r.Str("mounts")), r.Size("mount-block"), r.Int("mount-prefetch"))
 	perRep += len(rtts) * (1 + len(mounters)*ioMountSteps(records))
 	if len(mounters) > 0 {
-		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")
+		r.Note("mount rows: pread/pwrite on a file of a FUSE mount of the same server through the same path; cold = a fresh mount (empty block cache, no page cache), warm = the same reads again on it, through a new open; writes go to a new file, record by record, and include its close (wanda mount uploads there). cp = `wanda cp` of the whole file to local disk, cat = the whole file read through the mount in 1 MiB reads, cold")
 	}
 	n, i := r.Reps()*perRep, 0
 	step := func(point string) error {
@@ -175,16 +175,35 @@ func runIOzone(ctx context.Context, r *Run) error {
 		X: "record_bytes", Y: "mb_s", Group: []string{"path", "op"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
 		Where: func(row Row) bool { p, _ := row.Get("path").(string); return strings.HasPrefix(p, "wanda-") }})
 	if len(mounters) > 0 {
-		r.Plot(PlotSpec{Name: "iozone-mount", Title: "on a mount: reads vs record length, cold and warm",
-			X: "record_bytes", Y: "mb_s", Group: []string{"path", "op", "cache"}, XLabel: "record length (bytes)", YLabel: "MB/s", LogX: true,
-			Where: func(row Row) bool {
-				p, _ := row.Get("path").(string)
-				op, _ := row.Get("op").(string)
-				return (strings.HasPrefix(p, "mount-") || strings.HasPrefix(p, "xrootdfs-") || p == "local") && strings.HasSuffix(op, "read")
-			}})
+		for _, p := range ioMountPlots(rtts) {
+			r.Plot(p)
+		}
 	}
 	r.SeedTable(seed002IOzone)
 	return nil
+}
+
+// ioMountPlots are the mounts' plots, one per path (as seed 002's Fig.
+// 3), MB/s on a log scale: cold reads over the WAN and warm ones differ
+// by 1000x.
+func ioMountPlots(rtts []time.Duration) []PlotSpec {
+	var out []PlotSpec
+	for _, rtt := range rtts {
+		suffix := fmt.Sprintf("-%dms", rtt.Milliseconds())
+		what := fmt.Sprintf("%d ms RTT", rtt.Milliseconds())
+		if rtt == 0 {
+			what = "loopback"
+		}
+		out = append(out, PlotSpec{Name: "iozone-mount" + suffix, Title: "on a mount, " + what + ": reads and writes vs record length",
+			X: "record_bytes", Y: "mb_s", Group: []string{"path", "op", "cache"}, XLabel: "record length (bytes)", YLabel: "MB/s (log)", LogX: true, LogY: true,
+			Where: func(row Row) bool {
+				p, _ := row.Get("path").(string)
+				op, _ := row.Get("op").(string)
+				return strings.HasSuffix(p, suffix) && (strings.HasPrefix(p, "mount-") || strings.HasPrefix(p, "xrootdfs-")) && op != "cat" ||
+					p == "local" && op == "randread"
+			}})
+	}
+	return out
 }
 
 // ioRow records one point.

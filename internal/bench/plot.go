@@ -153,7 +153,7 @@ func lines(spec PlotSpec, rows []Row) []line {
 		}
 		x, okx := toFloat(row.Get(spec.X))
 		y, oky := toFloat(row.Get(spec.Y))
-		if !okx || !oky || spec.LogX && x <= 0 {
+		if !okx || !oky || spec.LogX && x <= 0 || spec.LogY && y <= 0 {
 			continue
 		}
 		var parts []string
@@ -195,10 +195,15 @@ func linePlot(spec PlotSpec, rows []Row) (*plot.Plot, error) {
 	p.Title.Text = spec.Title
 	p.X.Label.Text = orDefault(spec.XLabel, spec.X)
 	p.Y.Label.Text = orDefault(spec.YLabel, spec.Y)
-	p.Y.Min = 0
 	if spec.LogX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if spec.LogY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	} else {
+		p.Y.Min = 0
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
@@ -224,13 +229,13 @@ func linePlot(spec PlotSpec, rows []Row) (*plot.Plot, error) {
 			p.Legend.Add(l.label, ln, pts)
 		}
 	}
-	pad(p, spec.LogX, len(ls))
+	pad(p, spec.LogX, spec.LogY, len(ls))
 	return p, nil
 }
 
 // pad widens the axes a little so points are not on the frame, and adds
 // headroom above the data for a legend of n entries.
-func pad(p *plot.Plot, logX bool, n int) {
+func pad(p *plot.Plot, logX, logY bool, n int) {
 	if logX {
 		p.X.Min, p.X.Max = p.X.Min/1.15, p.X.Max*1.15
 	} else {
@@ -239,6 +244,13 @@ func pad(p *plot.Plot, logX bool, n int) {
 			span = math.Max(math.Abs(p.X.Max), 1)
 		}
 		p.X.Min, p.X.Max = p.X.Min-0.03*span, p.X.Max+0.03*span
+	}
+	if logY {
+		// The same share of the height, in decades.
+		decades := math.Max(math.Log10(p.Y.Max/p.Y.Min), 1)
+		p.Y.Min /= 1.3
+		p.Y.Max *= math.Pow(10, decades*(0.05+0.07*float64(n)))
+		return
 	}
 	span := p.Y.Max - p.Y.Min
 	if span == 0 {
@@ -316,6 +328,6 @@ func seriesPlot(s Series) (*plot.Plot, error) {
 	pts.Radius = vg.Points(1.5)
 	p.Add(ln, pts)
 	p.Legend.Add(fmt.Sprintf("rate: mean %.4g, volatility %.3g", all.Mean, all.Stddev), ln, pts)
-	pad(p, false, 2)
+	pad(p, false, false, 2)
 	return p, nil
 }

@@ -77,6 +77,8 @@ type PlotSpec struct {
 	XLabel string
 	YLabel string
 	LogX   bool
+	// LogY draws Y on a log scale (rows with Y <= 0 are skipped).
+	LogY bool
 	// Where, if set, selects the rows to plot.
 	Where func(Row) bool
 }

@@ -275,31 +275,37 @@ func (f *file) Stat() (storage.FileInfo, error) {
 // OSFile hands the data file to sendfile; the front-end calls Fill first.
 func (f *file) OSFile() *os.File { return f.fd }
 
-// Fill fetches what spans miss, and prefetches ahead of a sequential
-// reader.
+// Fill fetches what spans miss, and reads ahead of a sequential reader.
 func (f *file) Fill(ctx context.Context, spans []storage.Span) error {
+	seq := false
+	if len(spans) == 1 && f.e.c.opts.Prefetch > 0 {
+		seq = f.e.sequential(spans[0].Off, spans[0].Len)
+	}
+	return f.fill(ctx, spans, seq)
+}
+
+// fill is Fill once the read's pattern is known: a sequential reader's
+// window grows (entry.window) and the blocks after the read are fetched
+// ahead; any other read closes the window.
+func (f *file) fill(ctx context.Context, spans []storage.Span, seq bool) error {
 	e, c := f.e, f.e.c
 	var want int64
 	for _, s := range spans {
 		want += s.Len
 	}
-	prefetch := -1
-	if len(spans) == 1 && c.opts.Prefetch > 0 {
-		s := spans[0]
-		bs := e.rec.BlockSize
-		// Sequential: this read starts within a block of where the last
-		// read of the file ended (this request or the previous one; read
-		// windows may finish out of order), or one large read.
-		prev := e.next.Swap(s.Off + s.Len)
-		if d := s.Off - prev; s.Off > 0 && d >= -bs && d <= bs || s.Len >= 2*bs {
-			prefetch = int((s.Off + s.Len + bs - 1) / bs)
-		}
-	}
 	var claimed func()
-	if prefetch >= 0 {
-		// Once the demand blocks are claimed (they go first), before
-		// waiting for them.
-		claimed = func() { e.prefetch(prefetch, c.opts.Prefetch) }
+	if len(spans) == 1 && c.opts.Prefetch > 0 {
+		if w := e.window(seq); w > 0 {
+			s := spans[0]
+			bs := e.rec.BlockSize
+			first := int((s.Off + s.Len + bs - 1) / bs)
+			// Once the demand blocks are claimed (they go first), before
+			// waiting for them.
+			claimed = func() { e.prefetch(first, w) }
+			if c.opts.AdaptiveReadAhead {
+				claimed = func() { e.readAhead(first, w) }
+			}
+		}
 	}
 	fetched, err := e.fill(ctx, spans, claimed)
 	c.met.served(want, fetched)
@@ -332,4 +338,30 @@ func (f *file) Close() error {
 	}
 	f.e.release()
 	return f.fd.Close()
+}
+
+// Complete reports whether every block of the file is on disk and was
+// checked in this process (fetched, or read through once since it was
+// loaded): its data file then holds the whole file, and another reader
+// may read it directly (the FUSE mount hands it to the kernel,
+// passthrough). The handle keeps the blocks: a file open is never
+// purged, and a new version upstream goes to a new data file.
+func (f *file) Complete() bool {
+	e := f.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return false
+	}
+	n := len(e.rec.Sums)
+	for i, w := range e.rec.Have {
+		want := ^uint64(0)
+		if r := n - i*64; r < 64 {
+			want = 1<<uint(r) - 1
+		}
+		if w&want != want || e.verified[i]&want != want {
+			return false
+		}
+	}
+	return true
 }

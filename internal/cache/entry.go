@@ -42,6 +42,8 @@ type entry struct {
 	// next is where the last read of the file ended: a read starting
 	// there is sequential (HTTP readers send one request per read).
 	next atomic.Int64
+	// win is the read-ahead window, in blocks (link.go); 0: closed.
+	win int
 	// sem bounds this file's upstream requests.
 	sem chan struct{}
 	// With Options.CoalesceReads: a demand fetch is running (demanding),
@@ -305,6 +307,23 @@ func (e *entry) verify(ctx context.Context, blocks []int) error {
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// readAhead keeps w blocks from block first on cached or coming: when
+// fewer than half are, the missing ones are prefetched (requests of at
+// least half a window, not one per read).
+func (e *entry) readAhead(first, w int) {
+	e.mu.Lock()
+	ahead := 0
+	for b := first; b < first+w && b < len(e.rec.Sums) && (bit(e.rec.Have, b) || e.inflight[b] != nil); b++ {
+		ahead++
+	}
+	end := first+ahead >= len(e.rec.Sums)
+	e.mu.Unlock()
+	if end || ahead >= w/2 {
+		return
+	}
+	e.prefetch(first+ahead, w-ahead)
 }
 
 // prefetch fetches up to n blocks from block first on, those not present

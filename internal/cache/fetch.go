@@ -36,17 +36,25 @@ func runsOf(blocks []int) []run {
 // fetch gets blocks (registered in inflight by the caller) from upstream
 // and stores them. One stretch of blocks goes in up to Streams parallel
 // range requests; several stretches (a vector read) in multi-range
-// requests of at most vecMax blocks. A prefetch sends its parts one after
-// the other, in block order, never competing with readers for streams.
+// requests of at most vecMax blocks. A prefetch sends its parts one
+// after the other, in block order, never competing with readers for
+// streams; with Options.AdaptiveReadAhead a prefetch of one stretch goes
+// in up to perFileUpstream parallel requests (the file's slots beyond its
+// streams: readers keep theirs; on a long path one request is bounded by
+// the TCP window).
 func (e *entry) fetch(blocks []int, prefetch bool) {
 	runs := runsOf(sortedInts(blocks))
+	adaptive := e.c.opts.AdaptiveReadAhead
 	var parts [][]run
-	if len(runs) == 1 && !prefetch {
+	switch {
+	case len(runs) == 1 && !prefetch:
 		parts = splitRun(runs[0], e.c.opts.Streams, e.rec.BlockSize)
-	} else {
+	case len(runs) == 1 && adaptive:
+		parts = splitRun(runs[0], perFileUpstream, e.rec.BlockSize)
+	default:
 		parts = vectorParts(runs, e.c.vecMax)
 	}
-	if prefetch {
+	if prefetch && (len(runs) > 1 || !adaptive) {
 		for _, p := range parts {
 			e.fetchPart(p, true)
 		}
@@ -54,7 +62,7 @@ func (e *entry) fetch(blocks []int, prefetch bool) {
 	}
 	var wg sync.WaitGroup
 	for _, p := range parts {
-		wg.Go(func() { e.fetchPart(p, false) })
+		wg.Go(func() { e.fetchPart(p, prefetch) })
 	}
 	wg.Wait()
 }
@@ -164,6 +172,10 @@ func (e *entry) fetchRuns(runs []run, blocks []int, prefetch bool) (stored int, 
 		w := &blockWriter{e: e, next: r.first, at: off, prefetch: prefetch}
 		err = up.ReadAtFunc(ctx, off, n, w.write)
 		stored = w.next - r.first
+		if err == nil && !w.first.IsZero() {
+			e.c.link.rttSample(w.first.Sub(start))
+			e.c.link.rateSample(n, time.Since(w.first))
+		}
 		if err == nil && stored < r.n {
 			err = fmt.Errorf("%d of %d bytes: %w", w.at-off, n, io.ErrUnexpectedEOF)
 		}
@@ -213,12 +225,16 @@ type blockWriter struct {
 	at       int64  // the next byte expected
 	crc      uint32 // of next's bytes so far
 	prefetch bool
+	first    time.Time // when the first bytes came
 }
 
 func (w *blockWriter) write(p []byte, at int64) error {
 	e := w.e
 	if at != w.at {
 		return fmt.Errorf("cache: upstream bytes at %d, expected %d", at, w.at)
+	}
+	if w.first.IsZero() {
+		w.first = time.Now()
 	}
 	bs := e.rec.BlockSize
 	for len(p) > 0 {

@@ -17,6 +17,7 @@ func newMountCmd() *cobra.Command {
 		cacheSize, blockSize string
 		prefetch             int
 		readOnly, debug      bool
+		passthrough          bool
 		attrTTL, negTTL      time.Duration
 	)
 	cmd := &cobra.Command{
@@ -59,13 +60,13 @@ The token file is re-read when it changes: renew it without remounting.`,
 			m, err := mount.New(mount.Options{
 				URL: args[0], Dir: args[1], Client: c,
 				CacheDir: cacheDir, CacheSize: int64(cs), BlockSize: int64(bs), Prefetch: prefetch,
-				ReadOnly: readOnly, AttrTTL: attrTTL, NegativeTTL: negTTL, Stall: cf.stall,
+				ReadOnly: readOnly, NoPassthrough: !passthrough, AttrTTL: attrTTL, NegativeTTL: negTTL, Stall: cf.stall,
 				Log: c.Log, Debug: debug,
 			})
 			if err != nil {
 				return cf.explain(err)
 			}
-			c.Log.Info("mounted", "dir", args[1])
+			c.Log.Info("mounted", "dir", args[1], "passthrough", m.Passthrough())
 			fmt.Fprintf(cmd.ErrOrStderr(), "wanda: mounted at %s; Ctrl-C or fusermount3 -u %s to unmount\n", args[1], args[1])
 			done := make(chan struct{})
 			go func() { m.Wait(); close(done) }()
@@ -84,7 +85,8 @@ The token file is re-read when it changes: renew it without remounting.`,
 	f.StringVar(&cacheDir, "cache-dir", "", "directory of the block cache and of staged writes (default: a temporary directory, removed at exit)")
 	f.StringVar(&cacheSize, "cache-size", "10GiB", "most bytes the block cache keeps on disk")
 	f.StringVar(&blockSize, "block-size", "1MiB", "the block cache's unit of fetch (a power of two, 4KiB-64MiB)")
-	f.IntVar(&prefetch, "prefetch", mount.DefaultPrefetch, "blocks fetched ahead of a sequential reader")
+	f.IntVar(&prefetch, "prefetch", mount.DefaultPrefetch, "most blocks fetched ahead of a sequential reader (the read-ahead window grows to it)")
+	f.BoolVar(&passthrough, "passthrough", true, "open files the block cache holds whole in FUSE passthrough: the kernel reads the cached copy directly (Linux 6.9+, as root; otherwise off)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every change (EROFS)")
 	f.DurationVar(&attrTTL, "attr-ttl", mount.DefaultAttrTTL, "how long attributes and directory entries are kept before asking the server again")
 	f.DurationVar(&negTTL, "negative-ttl", mount.DefaultNegativeTTL, "how long \"no such file\" is kept")

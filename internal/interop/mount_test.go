@@ -426,6 +426,18 @@ func TestMountXrootdfsPeer(t *testing.T) {
 			t.Errorf("%s: %s differs", filepath.Base(m.cmd.Path), big)
 		}
 	}
+	// xrootdfs creates files on wanda's root:// (it stats a file it just
+	// created; the server answers for it before the upload's close).
+	xw := xrootdfs(t, "root://"+host+"//scratch/")
+	data := bytes.Repeat([]byte("xrootdfs wrote this\n"), 5000)
+	if err := os.WriteFile(filepath.Join(xw.Dir, "from-xrootdfs.txt"), data, 0o644); err != nil {
+		t.Fatalf("write through xrootdfs: %v", err)
+	}
+	// FUSE's release (the close on the server) is asynchronous.
+	waitFor(t, 10*time.Second, "the file written through xrootdfs on the server", func() bool {
+		b, err := os.ReadFile(filepath.Join(s.Scratch, "from-xrootdfs.txt"))
+		return err == nil && bytes.Equal(b, data)
+	})
 }
 
 // A full disk on the server: close() of a file written through the mount

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -137,6 +138,22 @@ func TestTokenFileReread(t *testing.T) {
 	data := t.TempDir()
 	s := testserver.StartWith(t, testserver.Options{Configure: authtest.Protect(is, "/", false)},
 		config.Export{Prefix: "/data", Path: data})
+	// The server fetches the issuer's keys in the background; until they
+	// arrive it refuses tokens ("unknown key id").
+	probe := is.Token(t, "storage.read:/data", nil)
+	waitFor(t, 10*time.Second, "the server to have the issuer's keys", func() bool {
+		req, err := http.NewRequest(http.MethodHead, s.URL+"/data/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+probe)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode != http.StatusUnauthorized
+	})
 	tokFile := filepath.Join(t.TempDir(), "token")
 	// Good for reading /data/other, not for writing there.
 	if err := os.WriteFile(tokFile, []byte(is.Token(t, "storage.read:/data/other", nil)+"\n"), 0o600); err != nil {

@@ -37,6 +37,15 @@ type fsys struct {
 	// file half-way).
 	ctx context.Context
 
+	// passthrough: readers of fully cached files may be opened in
+	// passthrough (the kernel offered it, we are root, not refused by
+	// Options.NoPassthrough); set once mounted.
+	passthrough atomic.Bool
+	// passOpens counts the opens in passthrough, reads the reads that
+	// reached the daemon (read.go), rangeReads those of them served by a
+	// request for their range (not their blocks).
+	passOpens, reads, rangeReads atomic.Int64
+
 	// downUntil (unix ns): the server failed moments ago (see downFor).
 	downUntil atomic.Int64
 

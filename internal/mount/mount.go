@@ -54,7 +54,7 @@ import (
 const (
 	DefaultCacheSize   = 10 << 30
 	DefaultBlockSize   = 1 << 20
-	DefaultPrefetch    = 16
+	DefaultPrefetch    = 64
 	DefaultAttrTTL     = 5 * time.Second
 	DefaultNegativeTTL = 2 * time.Second
 	DefaultStall       = 30 * time.Second
@@ -75,9 +75,15 @@ type Options struct {
 	CacheSize int64
 	// BlockSize is the cache's unit of fetch (DefaultBlockSize).
 	BlockSize int64
-	// Prefetch is how many blocks go ahead of a sequential reader
-	// (DefaultPrefetch); a random reader gets none.
+	// Prefetch is the most blocks fetched ahead of a sequential reader
+	// (DefaultPrefetch): the read-ahead window grows to it; a random
+	// reader gets none.
 	Prefetch int
+	// NoPassthrough keeps every read on the daemon's path; otherwise a
+	// file the block cache holds whole is opened in FUSE passthrough
+	// (Linux 6.9+, as root): the kernel reads the cache's data file
+	// directly (passthrough.go).
+	NoPassthrough bool
 	// ReadOnly refuses every change with EROFS.
 	ReadOnly bool
 	// AttrTTL is how long attributes and directory entries are kept, here
@@ -184,11 +190,13 @@ func New(o Options) (*Mount, error) {
 		// Concurrent small reads of a file (threads of one job) go up as
 		// vector reads.
 		CoalesceReads: true,
-		ListTTL:       o.AttrTTL,
-		StallTimeout:  o.Stall,
-		Client:        o.Client,
-		Log:           o.Log,
-		Registry:      o.Registry,
+		// A sequential reader's read-ahead starts small and grows.
+		AdaptiveReadAhead: true,
+		ListTTL:           o.AttrTTL,
+		StallTimeout:      o.Stall,
+		Client:            o.Client,
+		Log:               o.Log,
+		Registry:          o.Registry,
 	})
 	o.Client.HTTP.UserAgent = ua
 	if err != nil {
@@ -241,8 +249,20 @@ func New(o Options) (*Mount, error) {
 		m.cleanup()
 		return nil, fmt.Errorf("mount %s: %w", o.Dir, err)
 	}
+	if !o.NoPassthrough {
+		if err := probePassthrough(m.srv, filepath.Join(o.CacheDir, "blocks")); err != nil {
+			o.Log.Info("FUSE passthrough off: every read goes through the mount", "why", err)
+		} else {
+			m.fsys.passthrough.Store(true)
+		}
+	}
+	o.Log.Debug("mounted", "passthrough", m.fsys.passthrough.Load())
 	return m, nil
 }
+
+// Passthrough reports whether fully cached files are opened in FUSE
+// passthrough (Options.NoPassthrough, the kernel, root).
+func (m *Mount) Passthrough() bool { return m.fsys.passthrough.Load() }
 
 // Wait blocks until the filesystem is unmounted.
 func (m *Mount) Wait() { m.srv.Wait() }

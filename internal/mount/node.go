@@ -19,6 +19,7 @@ type node struct {
 	fs.Inode
 	fsys *fsys
 	wmu  sync.Mutex // serializes the opens that make a writer
+	io   ioMode     // open files, passthrough or not (passthrough.go)
 }
 
 var (

@@ -154,6 +154,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno(err)
 	}
 	cn := &node{fsys: n.fsys}
+	cn.io.cached = 1 // this handle; no one else knows the node yet
 	ch := n.NewInode(ctx, cn, fs.StableAttr{Mode: syscall.S_IFREG})
 	w := &writer{fsys: n.fsys, n: cn, f: st, refs: 1, dirty: true, created: true, mtime: time.Now()}
 	n.fsys.addWriter(w)
@@ -350,6 +351,7 @@ func (h *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
+	h.w.n.io.closed(false)
 	h.w.release()
 	return 0
 }

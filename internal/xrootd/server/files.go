@@ -28,6 +28,7 @@ type openFile struct {
 
 	onClose func() // when set, run at close
 	acc     *monitor.Access
+	srv     *Server // set while registered as being created (close forgets it)
 }
 
 // source returns what reads of the file read, and its size.
@@ -67,8 +68,45 @@ func (f *openFile) stat() storage.FileInfo {
 // is set or it is incomplete or failed, in which case it is discarded.
 func (f *openFile) close(ctx context.Context, abort bool) error {
 	err := f.closeFile(ctx, abort)
+	if f.srv != nil {
+		f.srv.doneCreating(f) // committed (or not) now: the backend answers
+	}
 	f.endRecord(err, abort)
 	return err
+}
+
+// A file being created exists for stat from its open (XRootD's does: the
+// file is made at open), though wanda's upload puts it in place at close,
+// whole: xrootdfs creates a file, then stats it before the first write,
+// and failed the create (ENOENT) when the stat did not find it. Until the
+// close a stat of its path describes it as written so far.
+
+// noteCreating registers f, an upload just opened, under its path.
+func (s *Server) noteCreating(f *openFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.srv = s
+	s.creating[f.logical] = f
+}
+
+// doneCreating forgets f (if still the latest upload of its path).
+func (s *Server) doneCreating(f *openFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.creating[f.logical] == f {
+		delete(s.creating, f.logical)
+	}
+}
+
+// beingCreated describes the file being created at a logical path.
+func (s *Server) beingCreated(logical string) (storage.FileInfo, bool) {
+	s.mu.Lock()
+	f := s.creating[logical]
+	s.mu.Unlock()
+	if f == nil {
+		return storage.FileInfo{}, false
+	}
+	return f.stat(), true
 }
 
 func (f *openFile) closeFile(ctx context.Context, abort bool) error {

@@ -101,6 +101,11 @@ func (ss *session) stat(ctx context.Context, r *request) error {
 		return errNoExport(t)
 	}
 	fi, err := t.export.Backend.Stat(ctx, t.rel)
+	if errors.Is(err, storage.ErrNotFound) {
+		if cur, ok := ss.srv.beingCreated(t.logical); ok {
+			fi, err = cur, nil
+		}
+	}
 	if err != nil {
 		return err
 	}

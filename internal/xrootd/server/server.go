@@ -184,6 +184,9 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[xrootd.SessionID]*session
 	perIP    map[string]int
+	// creating: the files being created (an upload open), by logical
+	// path, until their close (files.go).
+	creating map[string]*openFile
 }
 
 // NewServer returns a Server.
@@ -238,7 +241,7 @@ func NewServer(opts Options) *Server {
 	user, grp := processOwner()
 	return &Server{
 		opts: opts, log: opts.Log.With("component", "xrootd"), user: user, grp: grp,
-		sessions: map[xrootd.SessionID]*session{}, perIP: map[string]int{},
+		sessions: map[xrootd.SessionID]*session{}, perIP: map[string]int{}, creating: map[string]*openFile{},
 		pulls: make(chan struct{}, opts.MaxPulls),
 	}
 }

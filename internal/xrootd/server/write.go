@@ -133,7 +133,13 @@ func (ss *session) openCreate(ctx context.Context, r *request, o xrootd.OpenRequ
 	}
 	of := &openFile{logical: t.logical, export: t.export, rel: t.rel, w: w,
 		info: storage.FileInfo{Name: storage.Base(t.rel), Path: t.rel, ModTime: time.Now(), Mode: 0o644}}
-	return ss.opened(ctx, r, o, of)
+	// Registered before the answer: the client may stat it at once.
+	ss.srv.noteCreating(of)
+	if err := ss.opened(ctx, r, o, of); err != nil {
+		ss.srv.doneCreating(of)
+		return err
+	}
+	return nil
 }
 
 // opened puts a file opened for writing in the table and answers the

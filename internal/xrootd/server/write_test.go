@@ -320,3 +320,43 @@ func TestXrdcpUploadInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// A file being created answers a stat of its path from its open on (as
+// XRootD's, which makes the file at open; xrootdfs stats what it just
+// created), as written so far, though it is put in place only at close;
+// an upload that ends without a close is not found again.
+func TestStatWhileCreating(t *testing.T) {
+	ts := startServer(t)
+	statPath := func(rc *rawClient, p string) (xrootd.StatInfo, bool) {
+		st, b := rc.call(xrootd.ReqStat, xrootd.StatRequest{}.Body(), []byte(p))
+		if st != xrootd.StatusOK {
+			return xrootd.StatInfo{}, false
+		}
+		si, err := xrootd.ParseStat(string(b))
+		if err != nil {
+			t.Fatalf("stat %s: %q: %v", p, b, err)
+		}
+		return si, true
+	}
+	rc := dialRaw(t, ts.addr).login()
+	other := dialRaw(t, ts.addr).login()
+	h := rc.open("/store/c/new", xrootd.OpenNew|xrootd.OpenMkpath)
+	if si, ok := statPath(other, "/store/c/new"); !ok || si.Size != 0 {
+		t.Fatalf("stat of a file just created: %+v %v, want found, empty", si, ok)
+	}
+	rc.mustOK(xrootd.ReqWrite, xrootd.WriteRequest{Handle: h, Offset: 0}.Body(), make([]byte, 1000))
+	if si, ok := statPath(other, "/store/c/new"); !ok || si.Size != 1000 {
+		t.Fatalf("stat of a file being written: %+v %v, want 1000 bytes", si, ok)
+	}
+	rc.mustOK(xrootd.ReqClose, xrootd.HandleBody(h), nil)
+	if si, ok := statPath(other, "/store/c/new"); !ok || si.Size != 1000 {
+		t.Fatalf("stat after close: %+v %v", si, ok)
+	}
+	// Dropped before close: gone.
+	h = rc.open("/store/c/dropped", xrootd.OpenNew|xrootd.OpenMkpath)
+	if _, ok := statPath(other, "/store/c/dropped"); !ok {
+		t.Fatal("stat of a file just created: not found")
+	}
+	rc.c.Close()
+	waitFor(t, func() bool { _, ok := statPath(other, "/store/c/dropped"); return !ok })
+}
