@@ -7,24 +7,11 @@
 # Environment: SIZE_MB (1024), ROUNDS (1), WANDA (bin/wanda)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WANDA=${WANDA:-$ROOT/bin/wanda}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-1}
-work=$(mktemp -d)
-srv_pid= mnt_pid=
-cleanup() {
-	[[ -n $mnt_pid ]] && kill "$mnt_pid" 2>/dev/null && wait "$mnt_pid" 2>/dev/null
-	[[ -n $srv_pid ]] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
-	mountpoint -q "$work/mnt" && fusermount3 -u -z "$work/mnt"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/data" "$work/mnt"
-dd if=/dev/urandom of="$work/data/file.bin" bs=1M count="$SIZE_MB" status=none
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$WANDA" server --export "/data=$work/data" --listen "127.0.0.1:$port" --log-level error &
-srv_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+# shellcheck source=mount-bench-lib.sh
+. "$ROOT/scripts/mount-bench-lib.sh"
+serve_file "$SIZE_MB" error
 cat "$work/data/file.bin" >/dev/null
 rate() { python3 -c "import sys; print('%s %.0f' % (sys.argv[1], $SIZE_MB*1048576/1e6/(float(sys.argv[3])-float(sys.argv[2]))))" "$@"; }
 for _ in $(seq "$ROUNDS"); do

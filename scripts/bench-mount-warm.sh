@@ -15,7 +15,6 @@
 #   WANDA      the binary (bin/wanda)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WANDA=${WANDA:-$ROOT/bin/wanda}
 SIZE=${SIZE:-64m}
 RUNTIME=${RUNTIME:-3}
 BS=${BS:-4k 64k 1m}
@@ -23,24 +22,9 @@ ROUNDS=${ROUNDS:-1}
 MOUNT_ARGS=${MOUNT_ARGS:-}
 command -v fio >/dev/null || { echo "fio not installed" >&2; exit 1; }
 
-work=$(mktemp -d)
-srv_pid= mnt_pid=
-cleanup() {
-	[[ -n $mnt_pid ]] && kill "$mnt_pid" 2>/dev/null && wait "$mnt_pid" 2>/dev/null
-	[[ -n $srv_pid ]] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
-	mountpoint -q "$work/mnt" && fusermount3 -u -z "$work/mnt"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/data" "$work/mnt"
-# Written in 1 MiB writes, as the block cache writes its data file (the
-# page cache's folio sizes follow the writes: a file written in small
-# writes is read slower from the page cache).
-dd if=/dev/urandom of="$work/data/file.bin" bs=1M count=$(($(numfmt --from=iec "${SIZE^^}") >> 20)) status=none
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$WANDA" server --export "/data=$work/data" --listen "127.0.0.1:$port" --log-level warn &
-srv_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+# shellcheck source=mount-bench-lib.sh
+. "$ROOT/scripts/mount-bench-lib.sh"
+serve_file $(($(numfmt --from=iec "${SIZE^^}") >> 20)) warn
 # shellcheck disable=SC2086
 "$WANDA" mount "http://127.0.0.1:$port/data" "$work/mnt" --cache-dir "$work/cache" $MOUNT_ARGS 2>"$work/mount.log" &
 mnt_pid=$!
