@@ -353,7 +353,7 @@ func TestStatWhileCreating(t *testing.T) {
 		t.Fatalf("stat after close: %+v %v", si, ok)
 	}
 	// Dropped before close: gone.
-	h = rc.open("/store/c/dropped", xrootd.OpenNew|xrootd.OpenMkpath)
+	rc.open("/store/c/dropped", xrootd.OpenNew|xrootd.OpenMkpath)
 	if _, ok := statPath(other, "/store/c/dropped"); !ok {
 		t.Fatal("stat of a file just created: not found")
 	}
