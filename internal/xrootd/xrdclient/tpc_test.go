@@ -171,7 +171,15 @@ func TestThirdPartyCopyProgress(t *testing.T) {
 	sameBytes(t, dst.Path("/data/g"), data)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) < 2 || seen[0][0] < 1<<20 || seen[0][0] >= int64(len(data)) || seen[0][1] != int64(len(data)) || seen[len(seen)-1][0] != int64(len(data)) {
+	// Reports before the puller's first bytes (a busy machine) say 0.
+	mid := false
+	for _, s := range seen {
+		mid = mid || s[0] >= 1<<20 && s[0] < int64(len(data))
+		if s[1] != int64(len(data)) || s[0] > int64(len(data)) {
+			t.Errorf("progress report %v of %d bytes", s, len(data))
+		}
+	}
+	if !mid || seen[len(seen)-1][0] != int64(len(data)) {
 		t.Errorf("progress %v: want a report mid-copy and the whole size at the end", seen)
 	}
 }
