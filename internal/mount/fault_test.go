@@ -18,6 +18,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/cred"
 	"github.com/wanda-fed/wanda/internal/fedtest"
+	"github.com/wanda-fed/wanda/internal/storage/storagetest"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
@@ -57,7 +58,7 @@ func TestServerKilledFailover(t *testing.T) {
 	f := fedtest.Start(t, fedtest.Options{Sites: 1, ServersPerSite: 2, Window: time.Second,
 		Server: func(_, server int, cfg *config.Config) { cfg.Server.Federation.Priority = server }})
 	const p = "/store/fo/f.bin"
-	want := randBytes(12<<20+7, 11)
+	want := storagetest.RandBytes(11, 12<<20+7)
 	f.Put(t, 0, 0, p, want)
 	f.Put(t, 0, 1, p, want)
 	_, mnt := mountT(t, f.Sites[0].Redirector.URL+"/store", func(o *Options) {
@@ -82,7 +83,7 @@ func TestServerKilledNoReplica(t *testing.T) {
 	requireFUSE(t)
 	f := fedtest.Start(t, fedtest.Options{Sites: 1, ServersPerSite: 1})
 	const p = "/store/solo/f.bin"
-	want := randBytes(12<<20+7, 12)
+	want := storagetest.RandBytes(12, 12<<20+7)
 	f.Put(t, 0, 0, p, want)
 	_, mnt := mountT(t, f.Server(0, 0).URL+"/store", func(o *Options) {
 		o.BlockSize, o.Prefetch, o.Stall = 256<<10, 2, 2*time.Second
@@ -274,7 +275,7 @@ func (fz *freezer) relay(c net.Conn) {
 // the engine's tries), not before and not never; the mount stays up.
 func TestServerHangsStallTimeout(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(8<<20, 21)
+	want := storagetest.RandBytes(21, 8<<20)
 	if err := os.WriteFile(filepath.Join(data, "h.bin"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}

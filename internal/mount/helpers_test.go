@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/storage/storagetest"
 	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -118,15 +118,6 @@ func startServer(t *testing.T) (*testserver.Server, string, string) {
 	return s, data, ro
 }
 
-func randBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
 // writeTree makes files of the given sizes below dir (names f<size>,
 // some in subdirectories) and returns them by relative path.
 func writeTree(t *testing.T, dir string, sizes []int) map[string][]byte {
@@ -137,7 +128,7 @@ func writeTree(t *testing.T, dir string, sizes []int) map[string][]byte {
 		if i%2 == 1 {
 			rel = filepath.Join(fmt.Sprintf("d%d", i%3), "sub", rel)
 		}
-		b := randBytes(n, uint64(i+1))
+		b := storagetest.RandBytes(uint64(i+1), n)
 		p := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/storage/storagetest"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
@@ -64,7 +65,7 @@ func TestCopyInto(t *testing.T) {
 func TestWriteThenReadBack(t *testing.T) {
 	s, data, _ := startServer(t)
 	_, mnt := mountT(t, s.URL+"/data", nil)
-	want := randBytes(5<<20+3, 42)
+	want := storagetest.RandBytes(42, 5<<20+3)
 	f, err := os.Create(filepath.Join(mnt, "w.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +272,7 @@ func TestMetadataTTL(t *testing.T) {
 // 50 readers of one file at once all get its bytes.
 func TestConcurrentReaders(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(6<<20+11, 9)
+	want := storagetest.RandBytes(9, 6<<20+11)
 	if err := os.WriteFile(filepath.Join(data, "shared"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestConcurrentReaders(t *testing.T) {
 // the file.
 func TestRandomReads(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(16<<20+5, 3)
+	want := storagetest.RandBytes(3, 16<<20+5)
 	if err := os.WriteFile(filepath.Join(data, "rnd"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func readFile(t *testing.T, p string) []byte {
 // request each.
 func TestConcurrentSmallReadsCoalesce(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(48<<20, 17)
+	want := storagetest.RandBytes(17, 48<<20)
 	if err := os.WriteFile(filepath.Join(data, "many"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestConcurrentSmallReadsCoalesce(t *testing.T) {
 // trip took longer: the race detector slows loopback to milliseconds).
 func TestSmallRandomReadsFetchRanges(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(32<<20, 11)
+	want := storagetest.RandBytes(11, 32<<20)
 	if err := os.WriteFile(filepath.Join(data, "sparse"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanda-fed/wanda/internal/storage/storagetest"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
 
@@ -21,7 +22,7 @@ import (
 // passthrough and works once they are closed.
 func TestPassthrough(t *testing.T) {
 	s, data, _ := startServer(t)
-	want := randBytes(5<<20+123, 7)
+	want := storagetest.RandBytes(7, 5<<20+123)
 	if err := os.WriteFile(filepath.Join(data, "pt"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}

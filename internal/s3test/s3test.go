@@ -145,6 +145,21 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// Main is a package's TestMain with one MinIO for all its tests (each
+// makes its own bucket): it sets *srv, runs the tests, stops MinIO and
+// exits. A MinIO that cannot start fails the tests, never skips them.
+func Main(m *testing.M, srv **Server) {
+	s, err := New()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: s3test: %v\n", err)
+		os.Exit(1)
+	}
+	*srv = s
+	code := m.Run()
+	s.Close()
+	os.Exit(code)
+}
+
 // New starts a MinIO on 127.0.0.1 (for a TestMain's shared server); Close
 // stops it and removes its data.
 func New() (*Server, error) {

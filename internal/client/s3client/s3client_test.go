@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/adler32"
 	"io"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,22 +21,14 @@ import (
 	"github.com/wanda-fed/wanda/internal/client/s3client"
 	"github.com/wanda-fed/wanda/internal/s3conn"
 	"github.com/wanda-fed/wanda/internal/s3test"
+	"github.com/wanda-fed/wanda/internal/storage/storagetest"
 )
 
 // srv is one MinIO for the package; one that cannot start fails the
 // tests, it never skips them.
 var srv *s3test.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = s3test.New(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: s3test: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3test.Main(m, &srv) }
 
 func newClient(t *testing.T, secret string) *client.Client {
 	t.Helper()
@@ -49,15 +40,6 @@ func newClient(t *testing.T, secret string) *client.Client {
 	return c
 }
 
-func randBytes(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed+1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
 // cp up and down through the engine: multipart with parallel parts, the
 // adler32 stored as metadata and checked on the way down, ls, stat, rm.
 func TestCopyUpDown(t *testing.T) {
@@ -66,7 +48,7 @@ func TestCopyUpDown(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
 	for _, size := range []int{0, 1000, 17<<20 + 3} {
-		data := randBytes(uint64(size), size)
+		data := storagetest.RandBytes(uint64(size), size)
 		src := filepath.Join(dir, fmt.Sprintf("src-%d", size))
 		if err := os.WriteFile(src, data, 0o644); err != nil {
 			t.Fatal(err)
@@ -179,7 +161,7 @@ func TestErrors(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	body := func() (io.ReadCloser, error) {
-		return io.NopCloser(&cancelAfter{r: bytes.NewReader(randBytes(1, 40<<20)), n: 12 << 20, cancel: cancel}), nil
+		return io.NopCloser(&cancelAfter{r: bytes.NewReader(storagetest.RandBytes(1, 40<<20)), n: 12 << 20, cancel: cancel}), nil
 	}
 	u, _ := url.Parse("s3://" + bucket + "/big")
 	if err := tr.Write(cctx, u, body, 40<<20, client.WriteOptions{}); err == nil {
@@ -215,7 +197,7 @@ func TestTree(t *testing.T) {
 	bucket := srv.Bucket(t)
 	ctx := t.Context()
 	src := t.TempDir()
-	files := map[string][]byte{"a/one": []byte("one"), "a/b/two": []byte("two"), "big": randBytes(3, 12<<20)}
+	files := map[string][]byte{"a/one": []byte("one"), "a/b/two": []byte("two"), "big": storagetest.RandBytes(3, 12<<20)}
 	for name, data := range files {
 		p := filepath.Join(src, "tree", name)
 		os.MkdirAll(filepath.Dir(p), 0o755)

@@ -6,12 +6,10 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/adler32"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,16 +31,7 @@ import (
 // bucket); a MinIO that cannot start fails the tests, never skips them.
 var srv *s3test.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = s3test.New(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: s3test: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3test.Main(m, &srv) }
 
 func server(t *testing.T) *s3test.Server { return srv }
 
@@ -92,15 +81,6 @@ func noUploadsLeft(t *testing.T, bucket string) {
 		}
 		t.Errorf("multipart upload of %q left behind", u.Key)
 	}
-}
-
-func randBytes(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed+1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
 
 func put(t *testing.T, b storage.Backend, name string, data []byte, size int64) storage.FileInfo {
@@ -158,7 +138,7 @@ func TestMultipart(t *testing.T) {
 		o.Buffers = pool
 		o.PartSize = 5 << 20
 	})
-	data := randBytes(1, 23<<20+12345)
+	data := storagetest.RandBytes(1, 23<<20+12345)
 	for _, size := range []int64{int64(len(data)), -1} {
 		fi := put(t, b, "d/big", data, size)
 		if fi.Size != int64(len(data)) {
@@ -220,7 +200,7 @@ func hexs(b []byte) string {
 // fails the next read; it never returns the new version's bytes.
 func TestReplacedWhileRead(t *testing.T) {
 	b, _ := newBackend(t, "", nil)
-	v1, v2 := randBytes(1, 3<<20), randBytes(2, 3<<20)
+	v1, v2 := storagetest.RandBytes(1, 3<<20), storagetest.RandBytes(2, 3<<20)
 	put(t, b, "f", v1, -1)
 	f, err := b.Open(t.Context(), "f")
 	if err != nil {
@@ -255,7 +235,7 @@ func TestAbortedUploadInvisible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.Write(randBytes(5, 12<<20)); err != nil {
+	if _, err := u.Write(storagetest.RandBytes(5, 12<<20)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Stat(t.Context(), "partial"); !errors.Is(err, storage.ErrNotFound) {
@@ -379,7 +359,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestVectorFill(t *testing.T) {
 	ct := &countingTransport{}
 	b, _ := newBackend(t, "", func(o *s3.Options) { o.Conn.Transport = ct })
-	data := randBytes(8, 6<<20)
+	data := storagetest.RandBytes(8, 6<<20)
 	put(t, b, "v", data, -1)
 	f, err := b.Open(t.Context(), "v")
 	if err != nil {
@@ -479,7 +459,7 @@ func (b *stallingBody) Close() error {
 func TestStall(t *testing.T) {
 	st := &stallingTransport{}
 	b, _ := newBackend(t, "", func(o *s3.Options) { o.Conn.Transport = st; o.StallTimeout = 300 * time.Millisecond })
-	data := randBytes(4, 1<<20)
+	data := storagetest.RandBytes(4, 1<<20)
 	put(t, b, "f", data, -1)
 	f, err := b.Open(t.Context(), "f")
 	if err != nil {
@@ -503,7 +483,7 @@ func TestStall(t *testing.T) {
 // read then asks afresh, and finds the replacement.
 func TestIdleStreamClosed(t *testing.T) {
 	b, _ := newBackend(t, "", func(o *s3.Options) { o.IdleStreamTimeout = 50 * time.Millisecond })
-	v1 := randBytes(1, 8<<20)
+	v1 := storagetest.RandBytes(1, 8<<20)
 	put(t, b, "f", v1, -1)
 	f, err := b.Open(t.Context(), "f")
 	if err != nil {
@@ -517,7 +497,7 @@ func TestIdleStreamClosed(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	put(t, b, "f", randBytes(2, 8<<20), -1)
+	put(t, b, "f", storagetest.RandBytes(2, 8<<20), -1)
 	t.Logf("the replacement took %v", time.Since(start))
 	if _, err := f.ReadAt(buf, 2<<20); !errors.Is(err, storage.ErrConflict) {
 		t.Errorf("ReadAt after the idle stream was closed and the object replaced: %v, want ErrConflict", err)
@@ -530,7 +510,7 @@ func TestIdleStreamClosed(t *testing.T) {
 func TestCommitInfo(t *testing.T) {
 	b, _ := newBackend(t, "", func(o *s3.Options) { o.PartSize = 5 << 20; o.OnWrite = []string{"adler32"} })
 	for _, n := range []int{10, 11 << 20} {
-		fi := put(t, b, "f", randBytes(uint64(n), n), -1)
+		fi := put(t, b, "f", storagetest.RandBytes(uint64(n), n), -1)
 		st, err := b.Stat(t.Context(), "f")
 		if err != nil {
 			t.Fatal(err)

@@ -173,7 +173,7 @@ func testRenameIntoItself(t *testing.T, b storage.Backend) {
 }
 
 func testConcurrentReadAt(t *testing.T, b storage.Backend) {
-	data := randBytes(42, 1<<20)
+	data := RandBytes(42, 1<<20)
 	put(t, b, "big", data)
 	f, err := b.Open(t.Context(), "big")
 	if err != nil {
@@ -222,7 +222,7 @@ func testChecksummer(t *testing.T, b storage.Backend) {
 	}
 	ctx := t.Context()
 	cc, _ := b.(storage.CachedChecksummer)
-	v1, v2 := randBytes(1, 200<<10), randBytes(2, 200<<10) // same size
+	v1, v2 := RandBytes(1, 200<<10), RandBytes(2, 200<<10) // same size
 	put(t, b, "f", v1)
 	put(t, b, "empty", nil)
 	mkdir(t, b, "dir")

@@ -25,7 +25,7 @@ func testRandomUploader(t *testing.T, b storage.Backend) {
 	}
 	ctx := t.Context()
 	t.Run("ChunksInAnyOrder", func(t *testing.T) {
-		data := randBytes(11, 3<<20+17)
+		data := RandBytes(11, 3<<20+17)
 		put(t, b, "d/keep", []byte("keep"))
 		u, err := rb.CreateRandom(ctx, "d/big", int64(len(data)), storage.CreateOptions{Size: 1})
 		if err != nil {

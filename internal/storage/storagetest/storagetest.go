@@ -204,7 +204,9 @@ func wantSnapshot(t *testing.T, b storage.Backend, want map[string]string) {
 	}
 }
 
-func randBytes(seed uint64, n int) []byte {
+// RandBytes returns n pseudo-random bytes, the same for the same seed:
+// test data that any test can make again.
+func RandBytes(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	b := make([]byte, n)
 	for i := range b {

@@ -23,7 +23,7 @@ func testUpdater(t *testing.T, b storage.Backend) {
 		t.Skip("backend has no Updater capability")
 	}
 	ctx := t.Context()
-	orig := randBytes(21, 1<<20+17)
+	orig := RandBytes(21, 1<<20+17)
 
 	t.Run("WriteTruncateCommit", func(t *testing.T) {
 		put(t, b, "d/f", orig)
@@ -40,7 +40,7 @@ func testUpdater(t *testing.T, b storage.Backend) {
 		var wg sync.WaitGroup
 		for i := range 16 {
 			off := i * 60000
-			chunk := randBytes(uint64(100+i), 5000)
+			chunk := RandBytes(uint64(100+i), 5000)
 			copy(want[off:], chunk)
 			wg.Go(func() {
 				if _, err := u.WriteAt(chunk, int64(off)); err != nil {

@@ -135,7 +135,7 @@ func testSizeMismatch(t *testing.T, b storage.Backend) {
 }
 
 func testUnknownSize(t *testing.T, b storage.Backend) {
-	data := randBytes(7, 300<<10)
+	data := RandBytes(7, 300<<10)
 	if _, err := upload(t.Context(), b, "big", data, storage.CreateOptions{Size: -1}); err != nil {
 		t.Fatal(err)
 	}
