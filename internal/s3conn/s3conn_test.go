@@ -68,3 +68,23 @@ func isVirtual(t *testing.T, c *minio.Client) bool {
 	}
 	return strings.HasPrefix(u.Host, "bkt.")
 }
+
+// TestClassify: an answer's code decides, its status when it has none
+// (HEAD).
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		er   minio.ErrorResponse
+		want Kind
+	}{
+		{minio.ErrorResponse{Code: "NoSuchKey", StatusCode: 404}, NotFound},
+		{minio.ErrorResponse{Code: "SignatureDoesNotMatch", StatusCode: 403}, Denied},
+		{minio.ErrorResponse{Code: "SlowDown", StatusCode: 503}, Overloaded},
+		{minio.ErrorResponse{StatusCode: 412}, Conflict},
+		{minio.ErrorResponse{StatusCode: 404}, NotFound},
+		{minio.ErrorResponse{Code: "InternalError", StatusCode: 500}, Other},
+	} {
+		if got := Classify(c.er); got != c.want {
+			t.Errorf("Classify(%+v) = %v, want %v", c.er, got, c.want)
+		}
+	}
+}

@@ -148,10 +148,11 @@ func mapErr(u *url.URL, err error) error {
 	if er.Message != "" {
 		msg += ": " + er.Message
 	}
-	switch er.Code {
-	case "NoSuchKey", "NoSuchBucket", "NotFound":
+	kind := s3conn.Classify(er)
+	switch kind {
+	case s3conn.NotFound:
 		return fmt.Errorf("%s: %w (%s)", client.Redact(u), client.ErrNotFound, msg)
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled":
+	case s3conn.Denied:
 		return fmt.Errorf("%s: %w (%s)", client.Redact(u), client.ErrForbidden, msg)
 	}
 	code := er.StatusCode
@@ -159,7 +160,7 @@ func mapErr(u *url.URL, err error) error {
 		code = http.StatusBadGateway
 	}
 	se := &client.StatusError{Method: "S3", URL: client.Redact(u), Code: code, Msg: msg}
-	if er.Code == "SlowDown" || code == http.StatusServiceUnavailable {
+	if kind == s3conn.Overloaded {
 		se.RetryAfter = time.Second
 	}
 	return se

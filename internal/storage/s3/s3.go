@@ -67,7 +67,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -265,37 +264,7 @@ func mapErr(err error) error {
 		}
 	}
 	r := minio.ToErrorResponse(err)
-	var sentinel error
-	switch r.Code {
-	case "NoSuchKey", "NoSuchBucket", "NoSuchUpload", "NotFound":
-		sentinel = storage.ErrNotFound
-	case "AccessDenied", "AllAccessDisabled":
-		sentinel = storage.ErrPermission
-	case "PreconditionFailed":
-		sentinel = storage.ErrConflict
-	case "EntityTooLarge":
-		sentinel = storage.ErrTooLarge
-	case "XMinioStorageFull":
-		sentinel = storage.ErrNoSpace
-	case "SlowDown", "ServiceUnavailable", "XMinioServerNotInitialized":
-		sentinel = storage.ErrOverloaded
-	case "RequestTimeout":
-		sentinel = storage.ErrUpstreamTimeout
-	case "XMinioInvalidObjectName", "InvalidObjectName", "KeyTooLongError":
-		sentinel = storage.ErrBadPath
-	}
-	if sentinel == nil {
-		switch r.StatusCode {
-		case http.StatusNotFound:
-			sentinel = storage.ErrNotFound
-		case http.StatusForbidden:
-			sentinel = storage.ErrPermission
-		case http.StatusPreconditionFailed:
-			sentinel = storage.ErrConflict
-		case http.StatusServiceUnavailable:
-			sentinel = storage.ErrOverloaded
-		}
-	}
+	sentinel := kindErr[s3conn.Classify(r)]
 	if sentinel == nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -312,6 +281,14 @@ func mapErr(err error) error {
 		msg = err.Error()
 	}
 	return fmt.Errorf("%w: s3: %s", sentinel, msg)
+}
+
+// kindErr is the storage error of each kind of S3 answer (none: ErrUpstream
+// or ErrUpstreamTimeout, by the transport's error).
+var kindErr = map[s3conn.Kind]error{
+	s3conn.NotFound: storage.ErrNotFound, s3conn.Denied: storage.ErrPermission, s3conn.Conflict: storage.ErrConflict,
+	s3conn.TooLarge: storage.ErrTooLarge, s3conn.NoSpace: storage.ErrNoSpace, s3conn.Overloaded: storage.ErrOverloaded,
+	s3conn.Timeout: storage.ErrUpstreamTimeout, s3conn.BadName: storage.ErrBadPath,
 }
 
 var sentinels = []error{
