@@ -52,15 +52,8 @@ func (l *link) rateSample(n int64, d time.Duration) {
 	l.peak = max(l.peak, r)
 }
 
-// get returns the round trip (0: not known yet) and the rate, at least
-// minRate.
-func (l *link) get() (time.Duration, float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rtt, max(l.peak, minRate)
-}
-
-// measured returns the round trip and the fastest rate seen (0: none).
+// measured returns the round trip and the fastest rate seen (0: not known
+// yet). Costs take the rate as at least minRate.
 func (l *link) measured() (time.Duration, float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -74,8 +67,8 @@ func (l *link) measured() (time.Duration, float64) {
 // costs more than a block (a WAN), the block is fetched: the next reads
 // that fall in it come free.
 func (l *link) rangeCheaper(bs int64) bool {
-	rtt, rate := l.get()
-	return rtt > 0 && rtt.Seconds() < float64(bs)/rate
+	rtt, peak := l.measured()
+	return rtt > 0 && rtt.Seconds() < float64(bs)/max(peak, minRate)
 }
 
 // maxWindow is the read-ahead window's ceiling, in blocks: four times the
@@ -200,9 +193,9 @@ func (e *entry) readRange(ctx context.Context, p []byte, off int64) error {
 	m, err := up.ReadAtContext(ctx, p, off)
 	if err == nil || errors.Is(err, io.EOF) && m == len(p) {
 		// The round trip: the time less the bytes' at the link's rate.
-		_, rate := e.c.link.get()
+		_, peak := e.c.link.measured()
 		d := time.Since(start)
-		e.c.link.rttSample(d - time.Duration(float64(m)/rate*float64(time.Second)))
+		e.c.link.rttSample(d - time.Duration(float64(m)/max(peak, minRate)*float64(time.Second)))
 		e.c.met.upstreamBytes.Add(float64(m))
 		return nil
 	}

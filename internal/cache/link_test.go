@@ -26,8 +26,8 @@ func TestLinkDecisions(t *testing.T) {
 	}
 	// A fetch in slow start does not make blocks dear.
 	l.rateSample(1<<20, 100*time.Millisecond)
-	if _, rate := l.get(); rate != minRate {
-		t.Errorf("rate %v after a slow sample, want the floor %v", rate, minRate)
+	if _, peak := l.measured(); max(peak, minRate) != minRate {
+		t.Errorf("rate %v after a slow sample, want the floor %v", max(peak, minRate), minRate)
 	}
 	var wan link
 	wan.rttSample(20 * time.Millisecond)
@@ -46,7 +46,7 @@ func TestLinkDecisions(t *testing.T) {
 	for range 20 {
 		wan.rttSample(time.Millisecond)
 	}
-	if rtt, _ := wan.get(); rtt > 2*time.Millisecond {
+	if rtt, _ := wan.measured(); rtt > 2*time.Millisecond {
 		t.Errorf("rtt %v after 20 samples of 1 ms", rtt)
 	}
 }
