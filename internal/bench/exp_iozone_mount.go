@@ -92,7 +92,7 @@ func xrootdfsMount(ctx context.Context, base, dir, _ string) (func() error, erro
 		return nil
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !isMountPoint(dir) {
+	for !mount.IsMountPoint(dir) {
 		select {
 		case <-done:
 			return nil, fmt.Errorf("xrootdfs exited before mounting: %v", cmd.ProcessState)
@@ -105,20 +105,6 @@ func xrootdfsMount(ctx context.Context, base, dir, _ string) (func() error, erro
 		time.Sleep(20 * time.Millisecond)
 	}
 	return stop, nil
-}
-
-// isMountPoint reports whether dir is a mount point.
-func isMountPoint(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // ioMountSteps is the number of steps ioMount reports per mounter and path.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/demo"
+	"github.com/wanda-fed/wanda/internal/mount"
 	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/testserver"
 )
@@ -37,20 +38,6 @@ func requireFUSE(t *testing.T) {
 		missing(t, "/dev/fuse: "+err.Error())
 	}
 	requireTool(t, "fusermount3")
-}
-
-// mountPoint reports whether dir is mounted (/proc/self/mountinfo).
-func mountPoint(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // fuseProc is a FUSE filesystem process (wanda mount, xrootdfs).
@@ -88,7 +75,7 @@ func startFUSE(t *testing.T, dir string, cmd *exec.Cmd) *fuseProc {
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stop(t, 20*time.Second)
-		if mountPoint(dir) {
+		if mount.IsMountPoint(dir) {
 			t.Errorf("%s still mounted after the test", dir)
 			_ = exec.Command("fusermount3", "-u", "-z", dir).Run()
 		}
@@ -97,7 +84,7 @@ func startFUSE(t *testing.T, dir string, cmd *exec.Cmd) *fuseProc {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for wait := time.Millisecond; !mountPoint(dir); wait = min(2*wait, 50*time.Millisecond) {
+	for wait := time.Millisecond; !mount.IsMountPoint(dir); wait = min(2*wait, 50*time.Millisecond) {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited before mounting: %v\n%s", shortArgs(cmd.Args), cmd.ProcessState, p.log())
@@ -368,7 +355,7 @@ func TestMountSignals(t *testing.T) {
 	if code := m.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM\n%s", code, m.log())
 	}
-	if mountPoint(m.Dir) {
+	if mount.IsMountPoint(m.Dir) {
 		t.Errorf("still mounted after SIGTERM")
 	}
 
@@ -382,8 +369,8 @@ func TestMountSignals(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit within 20s of SIGINT")
 	}
-	if code := m2.cmd.ProcessState.ExitCode(); code != 0 || mountPoint(m2.Dir) {
-		t.Errorf("after SIGINT: exit %d, mounted %v\n%s", code, mountPoint(m2.Dir), m2.log())
+	if code := m2.cmd.ProcessState.ExitCode(); code != 0 || mount.IsMountPoint(m2.Dir) {
+		t.Errorf("after SIGINT: exit %d, mounted %v\n%s", code, mount.IsMountPoint(m2.Dir), m2.log())
 	}
 }
 

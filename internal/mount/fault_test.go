@@ -108,7 +108,7 @@ func TestServerKilledNoReplica(t *testing.T) {
 	if _, err := os.Stat(mnt); err != nil {
 		t.Fatalf("stat of the mount after the failure: %v", err)
 	}
-	if !mounted(mnt) {
+	if !IsMountPoint(mnt) {
 		t.Fatal("the mount went away")
 	}
 	fd, err := os.Open(filepath.Join(mnt, "solo", "f.bin"))
@@ -307,7 +307,7 @@ func TestServerHangsStallTimeout(t *testing.T) {
 	if _, err := f.ReadAt(head, 0); err != nil || !bytes.Equal(head, want[:len(head)]) {
 		t.Errorf("cached head after the stall: %v", err)
 	}
-	if !mounted(mnt) {
+	if !IsMountPoint(mnt) {
 		t.Error("the mount went away")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,14 +72,14 @@ func mountT(t *testing.T, rawURL string, tweak func(*Options)) (*Mount, string) 
 		go func() { done <- m.Close() }()
 		select {
 		case err := <-done:
-			if err != nil && mounted(dir) {
+			if err != nil && IsMountPoint(dir) {
 				t.Errorf("unmount: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("unmount of %s did not finish in 30s; detaching", dir)
 			_ = exec.Command("fusermount3", "-u", "-z", dir).Run()
 		}
-		if mounted(dir) {
+		if IsMountPoint(dir) {
 			t.Errorf("%s still mounted after the test", dir)
 			_ = exec.Command("fusermount3", "-u", "-z", dir).Run()
 		}
@@ -89,21 +88,6 @@ func mountT(t *testing.T, rawURL string, tweak func(*Options)) (*Mount, string) 
 		}
 	})
 	return m, dir
-}
-
-// mounted reports whether dir is a mount point (/proc/self/mountinfo).
-func mounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // startServer serves /data (writable) and /ro (read-only) from fresh

@@ -299,6 +299,21 @@ func (m *Mount) cleanup() {
 	}
 }
 
+// IsMountPoint reports whether dir is a mount point of this process's
+// namespace (/proc/self/mountinfo).
+func IsMountPoint(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
 // lazyUnmount detaches dir (umount -l): directly as root, else with
 // fusermount3 -z.
 func lazyUnmount(dir string) error {

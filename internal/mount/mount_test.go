@@ -368,7 +368,7 @@ func TestUnmountWithOpenFile(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("close with open files did not return in 20s")
 	}
-	if mounted(mnt) {
+	if IsMountPoint(mnt) {
 		t.Errorf("%s still mounted", mnt)
 	}
 	if _, err := os.Stat(filepath.Join(data, "half-written")); !errors.Is(err, os.ErrNotExist) {
