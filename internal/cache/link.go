@@ -101,14 +101,17 @@ const (
 // window is the number of blocks to have ahead of a read: seq says the
 // read follows the last one.
 func (e *entry) window(seq bool) int {
+	if !e.c.opts.AdaptiveReadAhead { // the cache role: no state, no lock
+		if seq {
+			return e.c.opts.Prefetch
+		}
+		return 0
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !seq {
 		e.win = 0
 		return 0
-	}
-	if !e.c.opts.AdaptiveReadAhead {
-		return e.c.opts.Prefetch
 	}
 	ceil := e.c.link.maxWindow(e.rec.BlockSize, e.c.opts.Prefetch)
 	if e.win == 0 {
