@@ -53,6 +53,11 @@ type Server struct {
 	policy   *sitePolicy
 	sweeper  *sweeper          // nil when server.orphan_sweep is off
 	records  *monitor.Recorder // nil when records are off
+	// ns and readOnly (by clean prefix) resolve a cmsd manager's
+	// forwarded operations; ups are the parent links (cmsd.go).
+	ns       *storage.Namespace
+	readOnly map[string]bool
+	ups      upstreams
 }
 
 // NewServer builds a server. reg receives its metrics (a fresh registry in
@@ -61,7 +66,7 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg.Server, log: log}
+	s := &Server{cfg: cfg.Server, log: log, readOnly: map[string]bool{}}
 	var exports []storage.Export
 	var rules []auth.ExportRule
 	var locals []fed.LocalExport
@@ -96,6 +101,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		be, err := posix.New(e.Path, posix.Options{
 			Checksums: &checksum.XattrStore{Fallback: store},
 			OnWrite:   cfg.Server.Checksums.OnWrite,
+			// Files created and removed through wanda: have and gone
+			// notices for the redirectors and managers above.
+			OnChange: s.ups.onChange(e.Prefix),
 		})
 		if err != nil {
 			s.Close()
@@ -110,11 +118,17 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		rules = append(rules, auth.ExportRule{Prefix: "/" + strings.Trim(e.Prefix, "/"), ReadOnly: e.ReadOnly})
 		locals = append(locals, fed.LocalExport{Prefix: e.Prefix, Dir: e.Path, ReadOnly: e.ReadOnly, Backend: be})
 	}
+	for _, e := range cfg.Server.Exports {
+		if p, err := storage.CleanPath(e.Prefix); err == nil && e.ReadOnly {
+			s.readOnly[p] = true
+		}
+	}
 	ns, err := storage.NewNamespace(exports...)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.ns = ns
 	s.fedCfg = cfg.Server.Federation
 	s.software = "wanda " + Version
 	if s.local, err = fed.NewLocal(locals, s.self); err != nil {
@@ -227,17 +241,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		go func() { s.sweeper.run(sctx); close(done) }()
 		defer func() { stop(); <-done }()
 	}
-	if len(s.fedCfg.Join) > 0 {
-		s.joiner = fed.StartJoiner(fed.JoinOptions{
-			Parents: s.fedCfg.Join, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,
-			Self: s.self, Log: s.log,
-		})
-	}
+	s.joinServer()
 	err := serveHTTP(ctx, s.log, s.http, ln, s.cfg.ShutdownTimeout, func(sctx context.Context) {
-		if s.joiner != nil {
-			// Leave first: redirectors stop sending clients here.
-			s.joiner.Stop(sctx)
-		}
+		// Leave first: redirectors and managers stop sending clients here.
+		s.ups.stop(sctx)
 	})
 	// Unfinished parallel uploads: their temp files go.
 	s.data.Close()

@@ -43,6 +43,17 @@ type Redirector struct {
 	policy *sitePolicy
 	// records: one per redirected request (nil when off).
 	records *monitor.Recorder
+	// cmsdAddr is the cmsd listener's address (set by Serve).
+	cmsdAddr atomic.Pointer[string]
+}
+
+// CmsdAddr is where the redirector takes cmsd logins ("" when off or
+// before Serve).
+func (r *Redirector) CmsdAddr() string {
+	if a := r.cmsdAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 // NewRedirector checks the configuration and loads TLS material; the
@@ -92,11 +103,12 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// asked with kXR_stat.
 	xc := xrdclient.New(xrdclient.Options{Log: r.log.With("component", "xrootd-client")})
 	defer xc.CloseIdle()
+	httpParents, _ := config.SplitJoin(c.Join)
 	rd, err := redirector.New(redirector.Options{
 		ProbeRoot: func(ctx context.Context, fileURL string) (int64, time.Time, bool, error) {
 			return probeRoot(ctx, xc, fileURL)
 		},
-		ID: c.ID, URL: u, Parents: c.Join, Token: c.Token, AdminToken: c.AdminToken,
+		ID: c.ID, URL: u, Parents: httpParents, Token: c.Token, AdminToken: c.AdminToken,
 		Labels: c.Labels, Priority: c.Priority, Heartbeat: c.Heartbeat, MissLimit: c.MissLimit,
 		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow,
 		PositiveTTL: c.PositiveTTL, NegativeTTL: c.NegativeTTL, CacheEntries: c.CacheEntries,
@@ -196,6 +208,13 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	if r.tls != nil {
 		ln = tls.NewListener(ln, r.tls)
 	}
+	cmsdCtx, stopCmsd := context.WithCancel(ctx)
+	waitCmsd, err := r.startCmsd(cmsdCtx, rd, xc)
+	if err != nil {
+		stopCmsd()
+		return err
+	}
+	defer func() { stopCmsd(); waitCmsd() }()
 	rd.Start()
 	defer func() {
 		// Also when serving failed at once: no sweeper or heartbeats left.
@@ -203,7 +222,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		rd.Stop(ctx)
 	}()
-	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static))
+	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static), "cmsd_listen", r.CmsdAddr())
 	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
 }
 

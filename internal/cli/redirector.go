@@ -24,7 +24,7 @@ type fedFlags struct {
 
 func (f *fedFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.join, "join", nil, "join a redirector at URL (repeatable)")
+	fl.StringArrayVar(&f.join, "join", nil, "join a redirector at URL (repeatable): a wanda redirector (http(s)://HOST:PORT) or an XRootD manager (cmsd://HOST:PORT)")
 	fl.StringVar(&f.advertise, "advertise", "", "URL clients are redirected to (default: from --listen)")
 	fl.StringVar(&f.id, "id", "", "member ID in the federation (default: the advertised URL)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label KEY=VALUE for replica selection, e.g. site=A (repeatable)")
@@ -71,6 +71,8 @@ func newRedirectorCmd() *cobra.Command {
 		af                                   authFlags
 		rf                                   recordsFlags
 		members                              []string
+		cmsdListen                           string
+		cmsdAllow                            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "redirector [--config FILE] [--listen HOST:PORT] [--join PARENT]...",
@@ -83,6 +85,11 @@ stack: site -> region -> global, by joining a parent with --join.
   wanda redirector --listen 127.0.0.1:1095
   wanda server --export /store=/srv/store --join http://127.0.0.1:1095
   wanda redirector --listen 127.0.0.1:1096 --join http://global:1095 --label site=A
+
+XRootD's cmsd trees (CMS's AAA): --join cmsd://HOST:PORT logs in to an
+XRootD manager or meta-manager as a manager of this redirector's members;
+--cmsd-listen HOST:PORT takes logins of XRootD servers and site redirectors
+(all.manager [meta] HOST:PORT).
 
 The federation API is under /api/v1/ (docs/federation.md); /metrics and
 /healthz are on the same port.`,
@@ -112,6 +119,10 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if cmd.Flags().Changed("listen") {
 				r.Listen = listen
 			}
+			if cmd.Flags().Changed("cmsd-listen") {
+				r.CmsdListen = cmsdListen
+			}
+			r.CmsdAllow = append(r.CmsdAllow, cmsdAllow...)
 			if cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = logLevel
 			}
@@ -145,6 +156,8 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
 	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
+	f.StringVar(&cmsdListen, "cmsd-listen", "", "take cmsd logins of XRootD servers and site redirectors on HOST:PORT (1213 by convention; docs/federation.md, Joining AAA)")
+	f.StringArrayVar(&cmsdAllow, "cmsd-allow", nil, "an address or CIDR network allowed to log in at --cmsd-listen (repeatable; default loopback only)")
 	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...]: any HTTP server, asked with HEAD (root:// clients go to HOST:PORT if given, else to URL's), or root://HOST:PORT=PREFIX, an XRootD server or cmsd without HTTP, asked with kXR_stat")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -327,6 +327,9 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, validateFederation(s.Federation, "server.federation")...)
+	if !s.XRootD.Enabled && JoinsCmsd(s.Federation.Join) {
+		errs = append(errs, errors.New("server.federation.join: an XRootD manager (cmsd://) sends clients to this server's root:// port: enable server.xrootd"))
+	}
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)

@@ -3,15 +3,21 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/fed/cmsd"
 )
 
 // Federation is a member's side of membership (server.federation).
 type Federation struct {
-	// Join lists redirector URLs to join (heartbeats to each).
+	// Join lists the redirectors to join: wanda redirectors
+	// (http(s)://host:port, heartbeats to each) and XRootD managers
+	// (cmsd://host:port, a cmsd login to each: docs/federation.md,
+	// "Joining AAA").
 	Join []string `yaml:"join"`
 	// Advertise is the URL clients are redirected to, e.g.
 	// "https://data.site.org:1094"; empty derives it from the listening
@@ -35,7 +41,9 @@ type Redirector struct {
 	// Listen is the address for HTTP(S).
 	Listen string `yaml:"listen"`
 	// Advertise, ID, Labels, Priority, Join: as in server.federation, for
-	// a redirector that joins parent redirectors (hierarchy).
+	// a redirector that joins parent redirectors (hierarchy): wanda ones
+	// (http(s)://) or XRootD meta-managers and managers (cmsd://), which
+	// it joins as a manager of its own members.
 	Advertise string            `yaml:"advertise"`
 	ID        string            `yaml:"id"`
 	Labels    map[string]string `yaml:"labels"`
@@ -82,6 +90,22 @@ type Redirector struct {
 	UI bool `yaml:"ui"`
 	// Probe checks every site below with a test file (off without a path).
 	Probe Probe `yaml:"probe"`
+	// CmsdListen, when set (host:port; 1213 by convention), takes cmsd
+	// logins: XRootD data servers (all.role server) and site
+	// redirectors (all.role manager with all.manager meta) become
+	// members of this redirector. Empty: off.
+	CmsdListen string `yaml:"cmsd_listen"`
+	// CmsdAllow lists the addresses and networks (CIDR) allowed to log
+	// in there, as cms.allow does; empty: loopback only.
+	CmsdAllow []string `yaml:"cmsd_allow"`
+	// CmsdWait is how long a lookup waits for a have from a cmsd member
+	// that has no faster definitive answer (a site redirector below):
+	// cmsd answers only when it has the file.
+	CmsdWait time.Duration `yaml:"cmsd_wait"`
+	// CmsdCluster names this redirector's cluster in its cmsd logins to
+	// managers above (redundant redirectors of one site share it);
+	// empty: the redirector's ID.
+	CmsdCluster string `yaml:"cmsd_cluster"`
 }
 
 // Probe is the site probes' section (docs/operations.md).
@@ -124,6 +148,7 @@ func DefaultRedirector() Redirector {
 		Select:           "load",
 		WriteSelect:      "space",
 		ShutdownTimeout:  30 * time.Second,
+		CmsdWait:         500 * time.Millisecond,
 		XRootD:           true,
 		UI:               true,
 		Probe:            Probe{Every: 5 * time.Minute, Timeout: 30 * time.Second},
@@ -133,8 +158,16 @@ func DefaultRedirector() Redirector {
 func validateFederation(f Federation, key string) []error {
 	var errs []error
 	for i, j := range f.Join {
+		if cmsd.IsManagerURL(j) {
+			if strings.HasPrefix(key, "cache") {
+				errs = append(errs, fmt.Errorf("%s.join[%d]: %q: a cache joins wanda redirectors only (http(s)://)", key, i, j))
+			} else if _, err := cmsd.ParseManager(j); err != nil {
+				errs = append(errs, fmt.Errorf("%s.join[%d]: %w", key, i, err))
+			}
+			continue
+		}
 		if err := fed.CheckBaseURL(j); err != nil {
-			errs = append(errs, fmt.Errorf("%s.join[%d]: %w", key, i, err))
+			errs = append(errs, fmt.Errorf("%s.join[%d]: %w (or cmsd://host:port, an XRootD manager)", key, i, err))
 		}
 	}
 	if f.Advertise != "" {
@@ -152,6 +185,9 @@ func validateFederation(f Federation, key string) []error {
 func (c Config) ValidateRedirector() error {
 	r := c.Redirector
 	errs := validateFederation(Federation{Join: r.Join, Advertise: r.Advertise, Heartbeat: r.Heartbeat}, "redirector")
+	if !r.XRootD && JoinsCmsd(r.Join) {
+		errs = append(errs, errors.New("redirector.join: an XRootD manager (cmsd://) sends clients to this redirector's root:// port: enable redirector.xrootd"))
+	}
 	errs = append(errs, c.Auth.validate()...)
 	if r.Listen == "" {
 		errs = append(errs, errors.New("redirector.listen: empty"))
@@ -214,10 +250,63 @@ func (c Config) ValidateRedirector() error {
 			}
 		}
 	}
+	if r.CmsdListen != "" {
+		if _, _, err := net.SplitHostPort(r.CmsdListen); err != nil {
+			errs = append(errs, fmt.Errorf("redirector.cmsd_listen: %q: want host:port", r.CmsdListen))
+		}
+	}
+	if _, err := ParseAllow(r.CmsdAllow); err != nil {
+		errs = append(errs, fmt.Errorf("redirector.cmsd_allow: %w", err))
+	}
+	if r.CmsdWait < 10*time.Millisecond || r.CmsdWait > r.LookupTimeout {
+		errs = append(errs, errors.New("redirector.cmsd_wait: must be at least 10ms and at most lookup_timeout"))
+	}
 	if (r.TLS.Cert == "") != (r.TLS.Key == "") {
 		errs = append(errs, errors.New("redirector.tls: give both cert and key"))
 	}
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
+}
+
+// ParseAllow reads an allow list: IP addresses and CIDR networks.
+func ParseAllow(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, a := range list {
+		if p, err := netip.ParsePrefix(a); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want an IP address or a CIDR network", a)
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// JoinsCmsd reports a cmsd:// entry in a join list.
+func JoinsCmsd(join []string) bool {
+	for _, j := range join {
+		if cmsd.IsManagerURL(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitJoin separates a join list into wanda redirectors' URLs and XRootD
+// managers' cms addresses (host:port); it assumes a validated list.
+func SplitJoin(join []string) (http, managers []string) {
+	for _, j := range join {
+		if cmsd.IsManagerURL(j) {
+			if a, err := cmsd.ParseManager(j); err == nil {
+				managers = append(managers, a)
+			}
+			continue
+		}
+		http = append(http, j)
+	}
+	return http, managers
 }

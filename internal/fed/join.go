@@ -99,6 +99,11 @@ type parent struct {
 	// before then (the redirector refused one).
 	watching   bool
 	watchAfter time.Time
+	// events are file notices waiting to be sent (events.go); evKick
+	// wakes the sender.
+	events        []Event
+	eventsDropped int
+	evKick        chan struct{}
 }
 
 // StartJoiner starts one heartbeat loop per parent; each sends its first
@@ -120,11 +125,12 @@ func StartJoiner(opts JoinOptions) *Joiner {
 	j.cancel = cancel
 	j.watchCtx, j.watchCancel = context.WithCancel(context.Background())
 	for _, u := range opts.Parents {
-		p := &parent{url: BaseURL(u), kick: make(chan struct{}, 1), interval: opts.Interval}
+		p := &parent{url: BaseURL(u), kick: make(chan struct{}, 1), evKick: make(chan struct{}, 1), interval: opts.Interval}
 		p.st = ParentStatus{URL: p.url, Interval: p.interval}
 		j.parents = append(j.parents, p)
-		j.wg.Add(1)
+		j.wg.Add(2)
 		go j.loop(ctx, p)
+		go j.eventLoop(ctx, p)
 	}
 	return j
 }

@@ -252,7 +252,7 @@ func Decode(r io.Reader, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	switch v.(type) {
-	case *Member, *AdminRequest:
+	case *Member, *AdminRequest, *Events:
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
@@ -278,6 +278,8 @@ func versionOf(v any) string {
 	case *AdminRequest:
 		return m.Version
 	case *Node:
+		return m.Version
+	case *Events:
 		return m.Version
 	}
 	return Version

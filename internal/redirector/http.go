@@ -28,6 +28,8 @@ func (r *Redirector) Handler() http.Handler {
 			r.serveMembers(w, req)
 		case p == fed.WatchPath:
 			r.serveWatch(w, req)
+		case p == fed.EventsPath:
+			r.serveEvents(w, req)
 		case p == "/api/v1/locate":
 			r.serveLocate(w, req)
 		case p == "/api/v1/topology":
@@ -107,6 +109,36 @@ func (r *Redirector) serveMembers(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST, DELETE")
 		writeErr(w, http.StatusMethodNotAllowed, "%s not allowed on /api/v1/members", req.Method)
 	}
+}
+
+// serveEvents takes a member's file notices (POST fed.EventsPath).
+func (r *Redirector) serveEvents(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeErr(w, http.StatusMethodNotAllowed, "%s not allowed on %s", req.Method, fed.EventsPath)
+		return
+	}
+	if err := allowed(req, r.opts.Token); err != nil {
+		writeErr(w, http.StatusUnauthorized, "events refused: %v", err)
+		return
+	}
+	var ev fed.Events
+	if err := fed.Decode(req.Body, &ev); err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := ev.Validate(); err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if !r.reg.knows(ev.ID, ev.Instance) {
+		writeErr(w, http.StatusNotFound, "events: %s (instance %s) is not a member here", ev.ID, ev.Instance)
+		return
+	}
+	for _, e := range ev.Events {
+		r.Notify(ev.ID, e.Path, e.Present)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // logicalPath cleans a request path into "/a/b" ("/" for the root).

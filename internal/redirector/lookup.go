@@ -380,6 +380,9 @@ func (r *Redirector) askParents(ctx context.Context, q Query) (pos []cached, err
 // ask queries one member: the locate API of a wanda member, HEAD of a
 // static one.
 func (r *Redirector) ask(ctx context.Context, c candidate, q Query) (fed.Located, error) {
+	if c.asker != nil {
+		return c.asker.Locate(ctx, q.Path)
+	}
 	if c.static {
 		loc, err := r.probe(ctx, c, q.Path)
 		r.reg.setHealth(c.ID, err)

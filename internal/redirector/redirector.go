@@ -86,8 +86,10 @@ type Redirector struct {
 	log    *slog.Logger
 	met    *metrics
 	joiner *fed.Joiner
-	// joinerRef is joiner for the handlers (set once by Start).
-	joinerRef atomic.Pointer[fed.Joiner]
+	// extra are parents of other protocols (AddUpstream, before Start);
+	// ups is every parent link, set once by Start (connected.go).
+	extra []fed.Upstream
+	ups   atomic.Pointer[[]fed.Upstream]
 	prefer    [][2]string
 	rr        uint64
 	rrMu      sync.Mutex
@@ -205,8 +207,12 @@ func (r *Redirector) Start() {
 			Self:     r.self,
 			Log:      r.log,
 		})
-		r.joinerRef.Store(r.joiner)
 	}
+	ups := slices.Clone(r.extra)
+	if r.joiner != nil {
+		ups = append(ups, r.joiner)
+	}
+	r.ups.Store(&ups)
 }
 
 // Stop leaves the parents (bounded by ctx) and ends background work.
@@ -214,8 +220,8 @@ func (r *Redirector) Stop(ctx context.Context) {
 	r.stopped.Do(func() {
 		close(r.stop)
 		<-r.done
-		if r.joiner != nil {
-			r.joiner.Stop(ctx)
+		for _, u := range r.upstreams() {
+			u.Stop(ctx)
 		}
 		r.client.CloseIdleConnections()
 	})
@@ -225,8 +231,8 @@ func (r *Redirector) Stop(ctx context.Context) {
 // advertises changed (a member came or went), instead of at the next
 // heartbeat.
 func (r *Redirector) beatParents() {
-	if j := r.joinerRef.Load(); j != nil {
-		j.Beat()
+	for _, u := range r.upstreams() {
+		u.Beat()
 	}
 }
 

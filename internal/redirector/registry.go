@@ -17,7 +17,16 @@ type member struct {
 	drained  bool // admin's decision; authoritative over Member.Drained
 	lastErr  string
 	failing  bool // last query failed (static members' health)
+	// asker answers locate queries for a member of another protocol
+	// (a cmsd node); suspended is that member's own drain (cmsd's
+	// suspend), besides an admin's.
+	asker     fed.Asker
+	suspended bool
 }
+
+// out reports a member no client is sent to: drained by an admin, or
+// suspended by itself.
+func (m *member) out() bool { return m.drained || m.suspended }
 
 // registry holds the members. Heartbeats, the sweeper and the admin API
 // write it; lookups read a snapshot of candidates.
@@ -65,6 +74,10 @@ func cleanExports(in []fed.Export) []fed.Export {
 func (r *registry) heartbeat(m fed.Member, now time.Time) (fresh, changed, drained, removed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.heartbeatLocked(m, now)
+}
+
+func (r *registry) heartbeatLocked(m fed.Member, now time.Time) (fresh, changed, drained, removed bool) {
 	if gone, ok := r.removed[m.ID]; ok {
 		if gone.instance == m.Instance {
 			return false, false, false, true
@@ -207,6 +220,7 @@ type candidate struct {
 	static   bool
 	failing  bool // a static member whose last probe failed
 	writable bool // a writable export covers the path
+	asker    fed.Asker
 }
 
 // candidates returns the members whose exports cover path, skipping the
@@ -223,15 +237,15 @@ func (r *registry) candidates(path string, exclude []string, withDrained bool) (
 				writable = writable || !e.ReadOnly
 			}
 		}
-		if !covered || (m.drained && !withDrained) {
+		if !covered || (m.out() && !withDrained) {
 			continue
 		}
 		if slices.Contains(exclude, m.ID) {
 			excluded = true
 			continue
 		}
-		c := candidate{Member: m.Member, static: m.static, failing: m.failing, writable: writable}
-		c.Drained = m.drained
+		c := candidate{Member: m.Member, static: m.static, failing: m.failing, writable: writable, asker: m.asker}
+		c.Drained = m.out()
 		out = append(out, c)
 	}
 	return out, excluded, r.gen
@@ -245,7 +259,7 @@ func (r *registry) statuses(now time.Time, alive time.Duration) []fed.MemberStat
 	for _, m := range r.members {
 		s := fed.MemberStatus{Member: m.Member, LastSeen: m.lastSeen, Static: m.static, LastError: m.lastErr}
 		s.Exports = m.exports
-		s.Drained = m.drained
+		s.Drained = m.out()
 		s.Healthy = !m.failing && (m.static || now.Sub(m.lastSeen) <= alive)
 		out = append(out, s)
 	}
@@ -269,7 +283,7 @@ func (r *registry) summary() ([]fed.Export, fed.Load) {
 	ro := map[string]bool{}
 	var load fed.Load
 	for _, m := range r.members {
-		if m.drained {
+		if m.out() {
 			continue
 		}
 		for _, e := range m.exports {

@@ -220,3 +220,61 @@ func StartCache(t testing.TB, cfg config.Config) string {
 	})
 	return "http://" + ln.Addr().String()
 }
+
+// Redirector is a running redirector (StartRedirector).
+type Redirector struct {
+	URL  string // http://127.0.0.1:port
+	Addr string
+	// App is the role: its Core, and its CmsdAddr when it takes cmsd
+	// logins.
+	App  *app.Redirector
+	logs *LogBuffer
+}
+
+// Log is what the redirector logged so far.
+func (r *Redirector) Log() string { return r.logs.String() }
+
+// StartRedirector serves a redirector on a fresh loopback listener with
+// config.Default's settings changed by configure (nil: none), until the
+// test ends; it returns once /healthz answers.
+func StartRedirector(t testing.TB, configure func(*config.Config)) *Redirector {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Redirector.ShutdownTimeout = shutdownTimeout
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	cfg.Redirector.Listen = ln.Addr().String()
+	if configure != nil {
+		configure(&cfg)
+	}
+	logs := &LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rd, err := app.NewRedirector(cfg, log, prometheus.NewRegistry())
+	if err != nil {
+		ln.Close()
+		t.Fatalf("app.NewRedirector: %v", err)
+	}
+	r := &Redirector{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), App: rd, logs: logs}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	var serveErr error
+	go func() { serveErr = rd.Serve(ctx, ln); close(stopped) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-stopped:
+			if serveErr != nil {
+				t.Errorf("redirector shutdown: %v", serveErr)
+			}
+		case <-time.After(shutdownTimeout + 10*time.Second):
+			t.Errorf("redirector did not stop within %v", shutdownTimeout+10*time.Second)
+		}
+		if t.Failed() {
+			t.Logf("redirector log:\n%s", logs.String())
+		}
+	})
+	waitHealthy(t, r.URL, stopped, &serveErr)
+	return r
+}

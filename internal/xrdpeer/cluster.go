@@ -235,16 +235,22 @@ func (c *Cluster) start(ctx context.Context, o ClusterOptions, acct account, adm
 
 // waitFormed polls the manager's cmsd log for want.
 func (c *Cluster) waitFormed(ctx context.Context, want []string) error {
+	return waitLog(ctx, c.ManagerLog, want...)
+}
+
+// waitLog polls a cmsd log until it has every one of want, for at most
+// ClusterReadyTimeout.
+func waitLog(ctx context.Context, path string, want ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, ClusterReadyTimeout)
 	defer cancel()
-	formed := logHas(c.ManagerLog, want...)
+	formed := logHas(path, want...)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for !formed() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("xrdpeer: the cluster did not form (%q in %s) after %v: %w; log: %s",
-				want, c.ManagerLog, ClusterReadyTimeout, context.Cause(ctx), strings.ReplaceAll(Tail(c.ManagerLog, 8), "\n", " | "))
+			return fmt.Errorf("xrdpeer: %q not in %s after %v: %w; log: %s",
+				want, path, ClusterReadyTimeout, context.Cause(ctx), strings.ReplaceAll(Tail(path, 8), "\n", " | "))
 		case <-tick.C:
 		}
 	}

@@ -50,6 +50,11 @@ type Options struct {
 	// OnWrite lists algorithms computed while an upload streams in and stored
 	// at commit, so the first checksum query after an upload is free.
 	OnWrite []string
+	// OnChange, when set, is told of every name that appears (an upload
+	// committed, a rename's target) or goes (removed, a rename's source)
+	// through this backend, after the change is done: the federation's
+	// have and gone notices. It must not block.
+	OnChange func(name string, present bool)
 }
 
 // Backend serves one directory tree.
@@ -469,6 +474,7 @@ func (u *upload) publish(ctx context.Context, sums map[string][]byte) (storage.F
 	u.done = true
 	u.lease.release()
 	syncDir(u.b.root, storage.Dir(u.name))
+	u.b.changed(u.name, true)
 	return info(u.name, fi), nil
 }
 
@@ -511,7 +517,15 @@ func (b *Backend) Remove(_ context.Context, name string) error {
 	if err := b.root.Remove(name); err != nil {
 		return mapErr("remove", name, err)
 	}
+	b.changed(name, false)
 	return nil
+}
+
+// changed tells Options.OnChange.
+func (b *Backend) changed(name string, present bool) {
+	if b.opts.OnChange != nil {
+		b.opts.OnChange(name, present)
+	}
 }
 
 // RemoveAll deletes a tree. Symlinks inside it are removed, not followed.
@@ -528,6 +542,7 @@ func (b *Backend) RemoveAll(_ context.Context, name string) error {
 	if err := b.root.RemoveAll(name); err != nil {
 		return mapErr("remove", name, err)
 	}
+	b.changed(name, false)
 	return nil
 }
 
@@ -604,11 +619,16 @@ func (b *Backend) Rename(_ context.Context, from, to string, overwrite bool) err
 				return mapErr("rename", from, err)
 			}
 			_ = b.root.RemoveAll(aside) // hidden; the move itself is done
+			b.changed(from, false)
 			return nil
 		}
 	}
 	if err := b.root.Rename(from, to); err != nil {
 		return mapErr("rename", from, err)
+	}
+	b.changed(from, false)
+	if !src.IsDir() {
+		b.changed(to, true)
 	}
 	return nil
 }

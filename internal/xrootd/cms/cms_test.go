@@ -178,8 +178,14 @@ func TestRefused(t *testing.T) {
 }
 
 func TestPathHash(t *testing.T) {
-	// XrdOucCRC::CRC32 is the reflected CRC-32 of 0x04C11DB7 (IEEE).
-	if h := PathHash("123456789"); h != 0xCBF43926 {
+	// XrdOucCRC::CRC32 is the reflected CRC-32 of 0x04C11DB7 (IEEE), in
+	// host (little-endian) order on the wire: an XRootD 5.5.3 manager
+	// asked its server "state /store/x/f.bin" with the stream ID bytes
+	// d2 6c 8f 47.
+	if h := PathHash("123456789"); h != 0x2639F4CB {
 		t.Errorf("hash %#x", h)
+	}
+	if h := PathHash("/store/x/f.bin"); h != 0xd26c8f47 {
+		t.Errorf("hash %#x, want the manager's 0xd26c8f47", h)
 	}
 }

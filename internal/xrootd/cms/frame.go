@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/bits"
 )
 
 // Version is the protocol version XRootD 5 speaks (kYR_Version).
@@ -193,15 +194,19 @@ func ReadFrame(r io.Reader, buf []byte, max int) (Frame, error) {
 	return Frame{Header: h, Data: data}, nil
 }
 
-// PathHash is the stream ID a manager gives a state query for path, and
-// the key a cmsd's location cache files it under (XrdCmsKey: CRC-32 of
-// the path, never 0).
+// PathHash is the stream ID a manager gives a state query for path: the
+// key its location cache files the path under (XrdCmsKey: CRC-32 of the
+// path, never 0), which the have answering it carries back and which the
+// manager above a supervisor looks the path up by. cmsd copies the key
+// into the header without converting it to network order, so on the wire
+// it is little-endian (every machine XRootD runs on is): seen big-endian,
+// as Header.StreamID is, its bytes are reversed.
 func PathHash(path string) uint32 {
 	h := crc32.ChecksumIEEE([]byte(path))
 	if h == 0 {
 		h = 1
 	}
-	return h
+	return bits.ReverseBytes32(h)
 }
 
 // CodeName names a request code for logs.
