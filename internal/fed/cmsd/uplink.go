@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -93,6 +94,8 @@ type Uplink struct {
 	st     fed.ParentStatus
 	cur    *link // the logged-in connection, nil between them
 	dropN  uint64
+	// relogin: the writer ended the session to log in with new exports.
+	relogin atomic.Bool
 }
 
 type note struct {
@@ -215,6 +218,9 @@ func (u *Uplink) run(ctx context.Context) {
 				alternates = res.try
 			}
 			continue
+		case res.loggedIn && u.relogin.Swap(false):
+			backoff, failing = time.Second, false
+			continue
 		case res.loggedIn:
 			u.log.Warn("lost the manager; logging in again", "err", res.err)
 			backoff, failing = time.Second, false
@@ -293,7 +299,8 @@ func (u *Uplink) session(ctx context.Context, addr string) (res result) {
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { u.writer(sctx, l, suspended) })
+	paths := u.loginData(self, suspended).Paths
+	wg.Go(func() { u.writer(sctx, l, suspended, paths) })
 	err = u.reader(sctx, l, &res)
 	scancel()
 	_ = l.close()

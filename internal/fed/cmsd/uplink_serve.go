@@ -145,11 +145,18 @@ func xmlEscape(s string) string {
 }
 
 // writer sends load and space every Interval (and at Beat), the drain
-// state when it changes, and the queued have and gone notices.
-func (u *Uplink) writer(ctx context.Context, l *link, suspended bool) {
+// state when it changes, and the queued have and gone notices. When the
+// exports differ from the login's (a redirector's members changed), it
+// ends the session: cmsd takes exports at login only.
+func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths string) {
 	t := time.NewTicker(u.o.Interval)
 	defer t.Stop()
 	report := func() error {
+		if p := u.loginData(u.o.Self(), suspended).Paths; p != paths {
+			u.log.Info("exports changed: logging in again", "was", paths, "now", p)
+			u.relogin.Store(true)
+			return errors.New("exports changed")
+		}
 		if u.o.Suspended != nil {
 			if s := u.o.Suspended(); s != suspended {
 				suspended = s
