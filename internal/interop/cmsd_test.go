@@ -25,7 +25,9 @@ import (
 func TestCmsdManagerOverWandaServers(t *testing.T) {
 	requireTool(t, "xrdcp")
 	requireTool(t, "xrdfs")
-	m := startManager(t, xrdpeer.ManagerOptions{Export: "/store", HTTP: true})
+	// ofs.forward: the manager forwards its clients' namespace operations
+	// to every server (XRootD's own way of removing every replica).
+	m := startManager(t, xrdpeer.ManagerOptions{Export: "/store", HTTP: true, Forward: true})
 	a, b, shared := randomBytes(1<<20+3, 1), randomBytes(777, 2), randomBytes(64<<10, 3)
 	s1 := wandaServer(t, "/store", map[string][]byte{"/store/a.bin": a, "/store/shared.bin": shared}, "cmsd://"+m.CMS)
 	s2 := wandaServer(t, "/store", map[string][]byte{"/store/sub/b.bin": b, "/store/shared.bin": shared}, "cmsd://"+m.CMS)
@@ -78,6 +80,18 @@ func TestCmsdManagerOverWandaServers(t *testing.T) {
 	})
 	if r := run(t, dir, "xrdcp", "-f", "root://"+m.Redirector+"//store/a.bin", filepath.Join(dir, "gone")); r.Err == nil {
 		t.Error("xrdcp of a removed file through the manager succeeded")
+	}
+
+	// Forwarded by the manager: rm removes every wanda server's replica,
+	// mkdir makes the directory on each.
+	mustRun(t, dir, "xrdfs", m.Redirector, "rm", "/store/shared.bin")
+	mustRun(t, dir, "xrdfs", m.Redirector, "mkdir", "/store/made")
+	for _, s := range []string{s1.Dir("/store"), s2.Dir("/store")} {
+		waitFor(t, cmsdWait, "the forwarded rm and mkdir at "+s, func() bool {
+			_, err1 := os.Stat(filepath.Join(s, "shared.bin"))
+			fi, err2 := os.Stat(filepath.Join(s, "made"))
+			return os.IsNotExist(err1) && err2 == nil && fi.IsDir()
+		})
 	}
 
 	// The manager dies and comes back: the members log in again and

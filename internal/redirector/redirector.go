@@ -88,15 +88,15 @@ type Redirector struct {
 	joiner *fed.Joiner
 	// extra are parents of other protocols (AddUpstream, before Start);
 	// ups is every parent link, set once by Start (connected.go).
-	extra []fed.Upstream
-	ups   atomic.Pointer[[]fed.Upstream]
-	prefer    [][2]string
-	rr        uint64
-	rrMu      sync.Mutex
-	stop      chan struct{}
-	done      chan struct{}
-	stopped   sync.Once
-	now       func() time.Time
+	extra   []fed.Upstream
+	ups     atomic.Pointer[[]fed.Upstream]
+	prefer  [][2]string
+	rr      uint64
+	rrMu    sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
+	stopped sync.Once
+	now     func() time.Time
 }
 
 // New builds a redirector; Start begins its background work.

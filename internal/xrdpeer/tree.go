@@ -35,6 +35,12 @@ type ManagerOptions struct {
 	// HTTP runs XrdHttp on the redirector's xroot port (HTTP clients get
 	// redirects too).
 	HTTP bool
+	// Forward makes it forward its clients' namespace operations (rm,
+	// mv, mkdir, ...) to every data server (ofs.forward all), as sites
+	// do to remove every replica. XRootD forwards only with
+	// authorization on: an authorization database letting everyone do
+	// everything under Export goes with it.
+	Forward bool
 	// Work holds configuration, admin directories and logs; default a
 	// temporary directory that Close removes.
 	Work string
@@ -141,6 +147,13 @@ func (m *Manager) start(ctx context.Context) error {
 		// bind the port too.
 		lines = append(lines, "if exec xrootd", "xrd.protocol XrdHttp:"+strconv.Itoa(m.ports[0])+" libXrdHttp.so", "fi", "http.listingdeny false")
 		m.HTTP = "http://" + m.Redirector
+	}
+	if m.o.Forward {
+		db := filepath.Join(m.admin, "authdb")
+		if err := os.WriteFile(db, []byte("u * "+m.o.Export+" a\n"), 0o644); err != nil {
+			return err
+		}
+		lines = append(lines, "ofs.authorize 1", "acc.authdb "+db, "ofs.forward all")
 	}
 	cfg := strings.Join(append(lines, m.o.Extra...), "\n") + "\n"
 	cfgPath := filepath.Join(m.admin, "manager.cfg")

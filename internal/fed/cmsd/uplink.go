@@ -70,7 +70,8 @@ type UplinkOptions struct {
 	// Suspended reports an admin drain: logged in suspended, and a
 	// change is sent as status suspend or resume.
 	Suspended func() bool
-	// Interval is how often load and space are reported (default 30s).
+	// Interval is how often the drain state and the exports are checked
+	// (default 5s); load and space go every 30s, and when asked.
 	Interval time.Duration
 	// IdleTimeout drops a manager that sent nothing for this long (it
 	// pings every minute by default; default 200s).
@@ -116,7 +117,7 @@ const maxStateQueries = 256
 // connection ends, until Stop.
 func StartUplink(o UplinkOptions) *Uplink {
 	if o.Interval <= 0 {
-		o.Interval = 30 * time.Second
+		o.Interval = 5 * time.Second
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 200 * time.Second

@@ -144,14 +144,18 @@ func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
 
-// writer sends load and space every Interval (and at Beat), the drain
-// state when it changes, and the queued have and gone notices. When the
+// loadInterval is how often a member reports load and space unasked.
+const loadInterval = 30 * time.Second
+
+// writer checks the drain state every Interval (and at Beat) and sends
+// it when it changes, load and space every loadInterval (and at Beat), and the queued have and gone notices. When the
 // exports differ from the login's (a redirector's members changed), it
 // ends the session: cmsd takes exports at login only.
 func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths string) {
 	t := time.NewTicker(u.o.Interval)
 	defer t.Stop()
-	report := func() error {
+	var lastLoad time.Time
+	report := func(force bool) error {
 		if p := u.loginData(u.o.Self(), suspended).Paths; p != paths {
 			u.log.Info("exports changed: logging in again", "was", paths, "now", p)
 			u.relogin.Store(true)
@@ -167,12 +171,18 @@ func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths stri
 				u.log.Info("told the manager of a drain change", "suspended", s)
 			}
 		}
+		// Load and space less often than the drain check: a manager logs
+		// every report it gets.
+		if !force && time.Since(lastLoad) < loadInterval {
+			return nil
+		}
+		lastLoad = time.Now()
 		if err := u.sendLoad(l); err != nil {
 			return err
 		}
 		return u.sendAvail(l)
 	}
-	if err := report(); err != nil {
+	if err := report(true); err != nil {
 		return
 	}
 	for {
@@ -181,9 +191,9 @@ func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths stri
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err = report()
+			err = report(false)
 		case <-u.kick:
-			err = report()
+			err = report(true)
 		case n := <-u.notes:
 			code, mod := uint8(cms.CodeGone), uint8(0)
 			if n.present {
