@@ -211,10 +211,12 @@ func TestRedirectRootQuick(t *testing.T) {
 			t.Error("no XRootD or XrdCl rows in CI")
 		}
 	}
-	want := map[string][]string{"wanda": {"direct", "site", "global"}, "xrootd": {"direct", "site"}}
+	want := map[string][]string{"wanda": {"direct", "site", "global"}, "xrootd": {"direct", "site"},
+		// The mixed trees (cmsd between XRootD and wanda): the site level.
+		sysXRootDOverWanda: {"site"}, sysWandaOverXRootD: {"site"}}
 	n := 0
 	for system, levels := range want {
-		if system == "xrootd" && !haveXRootD {
+		if system != "wanda" && !haveXRootD {
 			continue
 		}
 		for _, c := range clients {
@@ -244,6 +246,8 @@ func TestRedirectRootQuick(t *testing.T) {
 					switch {
 					case system == "xrootd" && g != "baseline":
 						t.Errorf("XRootD's %s %s %s: goal %q, want baseline", c, level, pass, g)
+					case redirectMixedBase[system] != "" && (g != "measured" || row.Get("per_hop_ms") == nil):
+						t.Errorf("%s %s %s %s: goal %q, per hop %v: want measured, against its data servers' direct reads", system, c, level, pass, g, row.Get("per_hop_ms"))
 					case system == "wanda" && g != "met" && !strings.HasPrefix(g, "missed: "):
 						t.Errorf("%s %s %s: goal %q", c, level, pass, g)
 					}
@@ -254,8 +258,8 @@ func TestRedirectRootQuick(t *testing.T) {
 	if len(rows) != n {
 		t.Errorf("%d rows, want %d", len(rows), n)
 	}
-	if haveXRootD && (len(r.summary) != 1 || !strings.Contains(r.summary[0], "wanda site vs cmsd")) {
-		t.Errorf("summary %q: want the wanda / XRootD table", r.summary)
+	if haveXRootD && (len(r.summary) != 2 || !strings.Contains(r.summary[0], "wanda site vs cmsd") || !strings.Contains(r.summary[1], "a column per tree")) {
+		t.Errorf("summary %q: want the wanda / XRootD table and the mixed trees' one", r.summary)
 	}
 }
 

@@ -45,7 +45,12 @@ func init() {
 			`hold 178 ms as sites run them). clients=xrdcl reads every root:// line again with ` +
 			`XRootD's own client library (XrdCl, through its Python bindings: open = File.open, ` +
 			`kXR_open following the redirect). Goal: wanda's site redirector no slower than cmsd ` +
-			`for the same client (vs_xrootd = wanda / XRootD, mean open latency, <= 1).`,
+			`for the same client (vs_xrootd = wanda / XRootD, mean open latency, <= 1). ` +
+			`mixed=on adds the trees where XRootD and wanda meet over the cmsd protocol, over root:// ` +
+			`(docs/federation.md, Joining AAA): xrootd-over-wanda (site: an XRootD manager over wanda ` +
+			`servers; region: an XRootD meta-manager over a wanda site redirector over them) and ` +
+			`wanda-over-xrootd (site: a wanda redirector over XRootD data servers; region: a wanda ` +
+			`redirector over an XRootD site manager over them), one more column each in seed 003's table.`,
 		Params: []Param{
 			{Name: "files", Help: "files at site A (each read picks one at random)", Default: "256"},
 			{Name: "file_size", Help: "size of each file", Default: "4KiB"},
@@ -55,6 +60,7 @@ func init() {
 			{Name: "conns", Help: "client connections: reuse (keep-alive across reads) or new (a fresh connection per read, as a new xrdcp process)", Default: "reuse"},
 			{Name: "proto", Help: "protocols of wanda's levels: http (HEAD + GET) and/or root (kXR_stat + kXR_open/kXR_read, wanda's root:// transport)", Default: "http root"},
 			{Name: "clients", Help: "root:// clients: wanda (wanda's engine) and/or xrdcl (XRootD's own client library, XrdCl, through its Python bindings: File.open + read)", Default: "wanda xrdcl"},
+			{Name: "mixed", Help: "mixed trees, XRootD and wanda over the cmsd protocol (root:// only, levels site and region): on or off", Default: "on"},
 			{Name: "xrootd_servers", Help: "XRootD's own cluster beside wanda (with proto root, levels direct and site): a cmsd redirector and this many data servers holding site A's files (0: none; else at least 2)", Default: "2"},
 		},
 		Run: runRedirect,
@@ -148,6 +154,20 @@ func runRedirect(ctx context.Context, r *Run) error {
 		return err
 	}
 	defer xrd.stop()
+	if m := r.Str("mixed"); m != "on" && m != "off" {
+		panic(paramError{"mixed", m, "on or off"})
+	}
+	mix := redirectMixedSetup(r, spec, protos, levels, r.Str("mixed") == "on", rtt)
+	// has reports whether system has an entry point at level.
+	has := func(system, level string) bool {
+		switch system {
+		case "wanda":
+			return true
+		case "xrootd":
+			return xrd.has(level)
+		}
+		return mix.has(level)
+	}
 	r.Note("cold: a federation started afresh for each level, protocol, client and repetition, reading %d distinct files (nothing cached in any redirector); cached: the same files again in another order", reads)
 	if rtt > 0 {
 		r.Note("every node is behind its own wan relay at RTT %v: the client's requests and the redirectors' queries each cross one; the goals add the round trips a level needs beyond direct (cold: hops+1, cached: 1) to 1 ms (cold) or 0.2 ms (cached) per hop", rtt)
@@ -163,10 +183,13 @@ func runRedirect(ctx context.Context, r *Run) error {
 	direct := map[key]float64{}      // mean open ms of the direct level
 	lateWrites := map[string]int64{} // relay writes behind schedule, per level
 	var variants []redirectVariant
-	for _, system := range []string{"wanda", "xrootd"} {
+	for _, system := range []string{"wanda", "xrootd", sysXRootDOverWanda, sysWandaOverXRootD} {
 		for _, p := range protos {
 			for _, c := range clients {
 				if (system == "xrootd" && (xrd == nil || p != "root")) || (c == "xrdcl" && (!xrdcl || p != "root")) {
+					continue
+				}
+				if _, mixed := redirectMixedBase[system]; mixed && (mix == nil || p != "root") {
 					continue
 				}
 				variants = append(variants, redirectVariant{system, p, c})
@@ -179,7 +202,7 @@ func runRedirect(ctx context.Context, r *Run) error {
 	n, i := 0, 0
 	for _, level := range levels {
 		for _, v := range variants {
-			if v.system == "wanda" || xrd.has(level) {
+			if has(v.system, level) {
 				n += r.Reps()
 			}
 		}
@@ -188,7 +211,7 @@ func runRedirect(ctx context.Context, r *Run) error {
 		for _, level := range levels {
 			res := map[redirectVariant]map[string]redirectSamples{}
 			for _, v := range variants {
-				if v.system == "xrootd" && !xrd.has(level) {
+				if !has(v.system, level) {
 					continue
 				}
 				i++
@@ -197,9 +220,13 @@ func runRedirect(ctx context.Context, r *Run) error {
 					return err
 				}
 				var err error
-				if v.system == "xrootd" {
+				_, mixed := redirectMixedBase[v.system]
+				switch {
+				case mixed:
+					res[v], err = mix.level(ctx, v.system, level, names, reads, size, rc.with(v.proto, v.client))
+				case v.system == "xrootd":
 					res[v], err = xrd.level(ctx, level, names, reads, size, rc.with(v.proto, v.client))
-				} else {
+				default:
 					var late int64
 					res[v], late, err = redirectLevel(ctx, r, spec, level, names, reads, size, rc.with(v.proto, v.client))
 					lateWrites[level] += late
@@ -229,7 +256,11 @@ func runRedirect(ctx context.Context, r *Run) error {
 						missed = append(missed, "max >= 5x median")
 					}
 					var perHop, limit, vs, vsMed any // none for direct, without a direct level, or without XRootD
-					if d, ok := direct[k]; ok && hops > 0 {
+					dk := k
+					if base, ok := redirectMixedBase[v.system]; ok {
+						dk.system = base // a mixed tree's data servers are that system's
+					}
+					if d, ok := direct[dk]; ok && hops > 0 {
 						ph, lim := (open.Mean-d)/float64(hops), redirectGoal(pass, hops, rtt)
 						perHop = netRound(ph, 3)
 						// The per-hop goals are wanda's engine's (XrdCl's
@@ -254,6 +285,8 @@ func runRedirect(ctx context.Context, r *Run) error {
 					switch {
 					case v.system == "xrootd":
 						goal = "baseline"
+					case redirectMixedBase[v.system] != "":
+						goal = "measured"
 					case len(missed) > 0:
 						goal = "missed: " + strings.Join(missed, "; ")
 					}
@@ -279,6 +312,7 @@ func runRedirect(ctx context.Context, r *Run) error {
 			Where: func(row Row) bool { return row.Get("client") == "xrdcl" }})
 	}
 	xrd.summary(r)
+	mix.summary(r)
 	r.SeedTable(seed003Table1)
 	return nil
 }
