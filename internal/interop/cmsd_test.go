@@ -94,6 +94,27 @@ func TestCmsdManagerOverWandaServers(t *testing.T) {
 		})
 	}
 
+	// A wanda server killed (SIGKILL: no goodbye) is logged out by the
+	// manager at once (its connection closed): no client is sent there
+	// (XRootD makes them wait for it instead); the others serve on.
+	kdir := t.TempDir()
+	k := randomBytes(4096, 13)
+	putFiles(t, kdir, "/store", map[string][]byte{"/k.bin": k})
+	victim := startChild(t, "server", "--listen", "127.0.0.1:0", "--log-format", "json", "--export", "/store="+kdir, "--join", "cmsd://"+m.CMS)
+	waitLoggedIn(t, m, portOf(t, victim.URL))
+	fetchRoot(t, m.Redirector, map[string][]byte{"/store/k.bin": k})
+	pid := victim.Pid()
+	victim.Kill(t)
+	waitFor(t, cmsdWait, "the manager to log the killed server out", func() bool {
+		for _, line := range strings.Split(xrdpeer.Tail(m.CmsLog, 200), "\n") {
+			if strings.Contains(line, "server."+strconv.Itoa(pid)+":") && strings.Contains(line, "logged out") {
+				return true
+			}
+		}
+		return false
+	})
+	fetchRoot(t, m.Redirector, map[string][]byte{"/store/sub/b.bin": b})
+
 	// The manager dies and comes back: the members log in again and
 	// clients are served again.
 	m.Kill()

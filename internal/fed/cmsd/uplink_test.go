@@ -2,6 +2,7 @@ package cmsd_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -149,4 +150,37 @@ func TestUplinkRefused(t *testing.T) {
 	if logins.Load() == 0 {
 		t.Error("no login seen")
 	}
+}
+
+// A manager that answers the login and then sends garbage (an oversized
+// frame) is left, and logged in to again: the member is unharmed.
+func TestUplinkHostileManager(t *testing.T) {
+	ok, _ := (cms.Login{Version: cms.Version, SID: "m-hostile x"}).Data()
+	login, _ := cms.NewFrame(0, cms.CodeLogin, 0, ok)
+	bad := append(login.Bytes(), cms.Header{Code: cms.CodeState, DataLen: 0xffff}.Append(nil)...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var logins atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := cms.ReadFrame(c, nil, cms.MaxLoginData); err == nil {
+					logins.Add(1)
+					_, _ = c.Write(bad)
+					_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+				}
+			}()
+		}
+	}()
+	startUplink(t, ln.Addr().String(), &selfState{exports: []fed.Export{{Prefix: "/store"}}})
+	eventually(t, "a second login after the garbage", func() bool { return logins.Load() >= 2 })
 }
