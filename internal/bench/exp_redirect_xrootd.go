@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
 
@@ -148,30 +146,10 @@ func (x *redirectXRootD) level(ctx context.Context, level string, names []string
 // first moment it answers kXR_wait (its xrootd learns the cmsd's state
 // asynchronously); short tries end that sooner than honouring it.
 func (x *redirectXRootD) waitRedirecting(ctx context.Context, rc redirectClient, u string) error {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return err
+	if err := waitRootRedirect(ctx, rc, u); err != nil {
+		return fmt.Errorf("XRootD's redirector: %w (cmsd log: %s)", err, peerTail(x.c.ManagerLog))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := rc.root.Stat(tctx, pu, nil, false)
-		cancel()
-		var re *client.RedirectError
-		if errors.As(err, &re) {
-			return nil
-		}
-		if cerr := context.Cause(ctx); cerr != nil {
-			return cerr
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("XRootD's redirector does not redirect %s after 30 s: %v (cmsd log: %s)", u, err, peerTail(x.c.ManagerLog))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // summary adds the wanda / XRootD table (root://, medians over the

@@ -49,8 +49,7 @@ type Cluster struct {
 	Servers    []*Server
 
 	manager *Server // its daemons: the redirector's xrootd and cmsd
-	release func()
-	rmWork  string
+	scratch scratch
 	once    sync.Once
 }
 
@@ -89,12 +88,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 	if o.Export == "" {
 		o.Export = "/"
 	}
-	work := o.Work
-	if work == "" {
-		if work, err = tempWork(); err != nil {
-			return nil, err
-		}
-		c.rmWork = work
+	work, err := c.scratch.work(o.Work)
+	if err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*Cluster, error) {
 		c.Close()
@@ -118,7 +114,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 		}
 	}
 	if acct.uid >= 0 {
-		if c.release, err = Reach(append(append([]string(nil), admins...), o.Dirs...)...); err != nil {
+		if c.scratch.release, err = Reach(append(append([]string(nil), admins...), o.Dirs...)...); err != nil {
 			return fail(fmt.Errorf("xrdpeer: let the xrootd user reach the cluster's directories: %w", err))
 		}
 		owned := admins
@@ -275,12 +271,7 @@ func (c *Cluster) stopDaemons() {
 func (c *Cluster) Close() error {
 	c.once.Do(func() {
 		c.stopDaemons()
-		if c.release != nil {
-			c.release()
-		}
-		if c.rmWork != "" {
-			os.RemoveAll(c.rmWork)
-		}
+		c.scratch.close()
 	})
 	return nil
 }

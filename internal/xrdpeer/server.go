@@ -98,8 +98,7 @@ type Server struct {
 	LogPath string
 
 	daemons []*Daemon // stopped in reverse order
-	release func()    // Reach's
-	rmWork  string    // a temporary Work to remove
+	scratch scratch   // Reach's release, a temporary Work
 	once    sync.Once
 }
 
@@ -129,12 +128,7 @@ func (s *Server) Close() error {
 			wg.Go(d.Stop)
 		}
 		wg.Wait()
-		if s.release != nil {
-			s.release()
-		}
-		if s.rmWork != "" {
-			os.RemoveAll(s.rmWork)
-		}
+		s.scratch.close()
 	})
 	return nil
 }
@@ -181,12 +175,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if s.Export == "" {
 		s.Export = "/"
 	}
-	work := o.Work
-	if work == "" {
-		if work, err = tempWork(); err != nil {
-			return nil, err
-		}
-		s.rmWork = work
+	work, err := s.scratch.work(o.Work)
+	if err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
 		s.Close()
@@ -217,7 +208,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		reach = append(reach, o.LogPath)
 	}
 	if acct.uid >= 0 {
-		if s.release, err = Reach(reach...); err != nil {
+		if s.scratch.release, err = Reach(reach...); err != nil {
 			return fail(fmt.Errorf("xrdpeer: let the xrootd user reach %s: %w", o.Dir, err))
 		}
 		owned := []string{admin}

@@ -65,31 +65,24 @@ type Manager struct {
 	ports   [2]int
 	mu      sync.Mutex
 	daemons []*Daemon
-	release func()
-	rmWork  string
+	scratch scratch
 	once    sync.Once
 }
 
 // StartManager starts an XRootD redirector on loopback and returns once
 // both daemons listen and have initialized (ctx bounds the start).
 func StartManager(ctx context.Context, o ManagerOptions) (*Manager, error) {
-	acct, err := runAs("xrootd", "cmsd")
+	acct, err := treeAccount(o.HTTP)
 	if err != nil {
 		return nil, err
-	}
-	if o.HTTP && !HavePlugin("libXrdHttp") {
-		return nil, fmt.Errorf("%w: the plugin libXrdHttp is missing (%s)", ErrNotInstalled, installHint)
 	}
 	if o.Export == "" {
 		o.Export = "/"
 	}
 	m := &Manager{o: o, acct: acct}
-	work := o.Work
-	if work == "" {
-		if work, err = tempWork(); err != nil {
-			return nil, err
-		}
-		m.rmWork = work
+	work, err := m.scratch.work(o.Work)
+	if err != nil {
+		return nil, err
 	}
 	m.admin = filepath.Join(work, "manager")
 	if err := os.MkdirAll(m.admin, 0o755); err != nil {
@@ -97,7 +90,7 @@ func StartManager(ctx context.Context, o ManagerOptions) (*Manager, error) {
 		return nil, err
 	}
 	if acct.uid >= 0 {
-		if m.release, err = Reach(m.admin); err != nil {
+		if m.scratch.release, err = Reach(m.admin); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -224,14 +217,52 @@ func (m *Manager) stop() {
 func (m *Manager) Close() error {
 	m.once.Do(func() {
 		m.stop()
-		if m.release != nil {
-			m.release()
-		}
-		if m.rmWork != "" {
-			os.RemoveAll(m.rmWork)
-		}
+		m.scratch.close()
 	})
 	return nil
+}
+
+// treeAccount is the account the daemons of a tree run as; with http,
+// XrdHttp must be installed too.
+func treeAccount(http bool) (account, error) {
+	acct, err := runAs("xrootd", "cmsd")
+	if err != nil {
+		return acct, err
+	}
+	if http && !HavePlugin("libXrdHttp") {
+		return acct, fmt.Errorf("%w: the plugin libXrdHttp is missing (%s)", ErrNotInstalled, installHint)
+	}
+	return acct, nil
+}
+
+// scratch is what a peer's Close undoes: the modes Reach changed, a
+// temporary Work.
+type scratch struct {
+	release func()
+	rmWork  string
+}
+
+// work returns the Work directory: given, or a temporary one removed at
+// close.
+func (s *scratch) work(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	w, err := tempWork()
+	if err != nil {
+		return "", err
+	}
+	s.rmWork = w
+	return w, nil
+}
+
+func (s *scratch) close() {
+	if s.release != nil {
+		s.release()
+	}
+	if s.rmWork != "" {
+		os.RemoveAll(s.rmWork)
+	}
 }
 
 // NodeOptions configure an XRootD data server (xrootd and cmsd in the
@@ -260,23 +291,17 @@ func StartNode(ctx context.Context, o NodeOptions) (*Server, error) {
 	if o.Manager == "" || o.Dir == "" {
 		return nil, errors.New("xrdpeer: NodeOptions.Manager and Dir are required")
 	}
-	acct, err := runAs("xrootd", "cmsd")
+	acct, err := treeAccount(o.HTTP)
 	if err != nil {
 		return nil, err
-	}
-	if o.HTTP && !HavePlugin("libXrdHttp") {
-		return nil, fmt.Errorf("%w: the plugin libXrdHttp is missing (%s)", ErrNotInstalled, installHint)
 	}
 	if o.Export == "" {
 		o.Export = "/"
 	}
 	s := &Server{Dir: o.Dir, Export: o.Export}
-	work := o.Work
-	if work == "" {
-		if work, err = tempWork(); err != nil {
-			return nil, err
-		}
-		s.rmWork = work
+	work, err := s.scratch.work(o.Work)
+	if err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
 		s.Close()
@@ -289,7 +314,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Server, error) {
 		}
 	}
 	if acct.uid >= 0 {
-		if s.release, err = Reach(admin, o.Dir); err != nil {
+		if s.scratch.release, err = Reach(admin, o.Dir); err != nil {
 			return fail(err)
 		}
 		owned := []string{admin}

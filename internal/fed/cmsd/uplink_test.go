@@ -91,8 +91,9 @@ func TestUplinkConversation(t *testing.T) {
 	eventually(t, "a login with the new exports", func() bool { m, _ := member(rd, id); return len(m.Exports) == 2 })
 }
 
-// fakeManager answers every login with frame f (a try, a refusal).
-func fakeManager(t *testing.T, f cms.Frame) (addr string, logins *atomic.Int32) {
+// fakeManager runs a manager that reads each login and hands the
+// connection to answer; it counts the logins it read.
+func fakeManager(t *testing.T, answer func(c net.Conn)) (addr string, logins *atomic.Int32) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,9 +113,7 @@ func fakeManager(t *testing.T, f cms.Frame) (addr string, logins *atomic.Int32) 
 					if _, err := cms.ParseLogin(fr.Data); err == nil {
 						logins.Add(1)
 					}
-					_, _ = c.Write(f.Bytes())
-					_ = c.SetReadDeadline(time.Now().Add(time.Second))
-					_, _ = c.Read(make([]byte, 1))
+					answer(c)
 				}
 			}()
 		}
@@ -122,12 +121,22 @@ func fakeManager(t *testing.T, f cms.Frame) (addr string, logins *atomic.Int32) 
 	return ln.Addr().String(), logins
 }
 
+// answerWith answers a login with frame bytes b, then waits for the
+// member to close.
+func answerWith(b []byte) func(c net.Conn) {
+	return func(c net.Conn) {
+		_, _ = c.Write(b)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, c)
+	}
+}
+
 // A manager that answers the login with try sends the member to another.
 func TestUplinkFollowsTry(t *testing.T) {
 	rd, addr := startListener(t, nil)
 	data, _ := cms.TryData([]string{addr})
 	f, _ := cms.NewFrame(0, cms.CodeTry, 0, data)
-	first, logins := fakeManager(t, f)
+	first, logins := fakeManager(t, answerWith(f.Bytes()))
 	startUplink(t, first, &selfState{exports: []fed.Export{{Prefix: "/store"}}})
 	eventually(t, "the member to log in where try sent it", func() bool {
 		_, ok := member(rd, "root://127.0.0.1:1094")
@@ -141,7 +150,7 @@ func TestUplinkFollowsTry(t *testing.T) {
 // A refused login is reported in the status.
 func TestUplinkRefused(t *testing.T) {
 	f, _ := cms.ErrorResponse(0, cms.ErrEPERM, "host is blacklisted").Frame()
-	addr, logins := fakeManager(t, f)
+	addr, logins := fakeManager(t, answerWith(f.Bytes()))
 	u := startUplink(t, addr, &selfState{exports: []fed.Export{{Prefix: "/store"}}})
 	eventually(t, "the refusal in the status", func() bool {
 		st := u.Status()[0]
@@ -158,29 +167,7 @@ func TestUplinkHostileManager(t *testing.T) {
 	ok, _ := (cms.Login{Version: cms.Version, SID: "m-hostile x"}).Data()
 	login, _ := cms.NewFrame(0, cms.CodeLogin, 0, ok)
 	bad := append(login.Bytes(), cms.Header{Code: cms.CodeState, DataLen: 0xffff}.Append(nil)...)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var logins atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := cms.ReadFrame(c, nil, cms.MaxLoginData); err == nil {
-					logins.Add(1)
-					_, _ = c.Write(bad)
-					_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
-		}
-	}()
-	startUplink(t, ln.Addr().String(), &selfState{exports: []fed.Export{{Prefix: "/store"}}})
+	addr, logins := fakeManager(t, answerWith(bad))
+	startUplink(t, addr, &selfState{exports: []fed.Export{{Prefix: "/store"}}})
 	eventually(t, "a second login after the garbage", func() bool { return logins.Load() >= 2 })
 }
