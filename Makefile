@@ -5,6 +5,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
 # Every timestamp in the packages and the image: the commit's time.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+REVISION  := $(shell git rev-parse HEAD 2>/dev/null)
 DIST      ?= dist
 export CGO_ENABLED ?= 0
 
@@ -23,7 +24,7 @@ demo: build
 ## SBOM and SHA256SUMS in dist/ (docs/install.md). Reproducible.
 packages:
 	rm -rf $(DIST)
-	$(GO) run ./internal/dist/mkdist -version '$(VERSION)' -epoch '$(SOURCE_DATE_EPOCH)' -ldflags '$(LDFLAGS)' -out '$(DIST)'
+	$(GO) run ./internal/dist/mkdist -version '$(VERSION)' -epoch '$(SOURCE_DATE_EPOCH)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' -out '$(DIST)'
 
 ## test: unit tests with the race detector, then integration and interop
 ## tests, then the packages installed on this machine (root: CI).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -23,8 +24,11 @@ type Options struct {
 	Out     string    // the directory the artifacts go to (created)
 	Version string    // `git describe --always --dirty`, as `wanda version` prints it
 	Commit  time.Time // the commit's time (SOURCE_DATE_EPOCH): every timestamp inside
-	LDFlags string    // the linker flags of `make build` (they set the version)
-	Arches  []string  // GOARCH values; nil: amd64 and arm64
+	// Revision is the commit's hash (the image's revision label, the
+	// SBOM's): not read from the binary, whose VCS stamp GOFLAGS may turn off.
+	Revision string
+	LDFlags  string   // the linker flags of `make build` (they set the version)
+	Arches   []string // GOARCH values; nil: amd64 and arm64
 	// PackagesOnly builds the .deb and .rpm files only: no image, SBOM
 	// or SHA256SUMS (the upgrade test's second build).
 	PackagesOnly bool
@@ -118,18 +122,8 @@ func Build(ctx context.Context, o Options) (Result, error) {
 		return res, nil
 	}
 
-	bi, err := buildinfo.ReadFile(binaries[o.Arches[0]])
-	if err != nil {
-		return res, err
-	}
-	var revision string
-	for _, st := range bi.Settings {
-		if st.Key == "vcs.revision" {
-			revision = st.Value
-		}
-	}
 	logf("dist: %s", ImageFile(o.Version))
-	digest, err := writeImage(binaries, o.Arches, o.Version, revision, mtime, work, filepath.Join(o.Out, ImageFile(o.Version)))
+	digest, err := writeImage(binaries, o.Arches, o.Version, o.Revision, mtime, work, filepath.Join(o.Out, ImageFile(o.Version)))
 	if err != nil {
 		return res, err
 	}
@@ -140,13 +134,17 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	var bins []string
+	var infos []*debug.BuildInfo
 	for _, a := range o.Arches {
-		bins = append(bins, binaries[a])
+		bi, err := buildinfo.ReadFile(binaries[a])
+		if err != nil {
+			return res, fmt.Errorf("build info of %s: %w", binaries[a], err)
+		}
+		infos = append(infos, bi)
 	}
 	logf("dist: %s", SBOMFile(o.Version))
 	err = writeAtomic(filepath.Join(o.Out, SBOMFile(o.Version)), func(f *os.File) error {
-		return writeSBOM(f, bins, graph, o.Version, mtime)
+		return writeSBOM(f, infos, graph, o.Version, o.Revision, mtime)
 	})
 	if err != nil {
 		return res, err

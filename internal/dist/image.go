@@ -21,6 +21,9 @@ import (
 
 // The image's user: not root, numeric so that a runtime can check it
 // (Kubernetes runAsNonRoot), the uid distroless images use.
+// refName is the annotation that names an entry of an OCI layout.
+const refName = "org.opencontainers.image.ref.name"
+
 const (
 	imageUID  = 65532
 	imageUser = "65532:65532"
@@ -166,10 +169,16 @@ func archImage(goarch, binary, version, revision string, mtime time.Time) (v1.Im
 }
 
 // writeImage writes the multi-arch image as an OCI layout packed in a tar
-// at path: index.json names one image index (ref.name VERSION) of one
-// manifest per architecture. It returns the index's digest.
+// at path. index.json names the image index of one manifest per
+// architecture as VERSION (skopeo, podman, crane take it), and each
+// architecture's manifest as VERSION-GOARCH: tools that unpack one image
+// (umoci) refuse a name that leads to several. It returns the index's
+// digest.
 func writeImage(binaries map[string]string, arches []string, version, revision string, mtime time.Time, work, path string) (v1.Hash, error) {
-	var adds []mutate.IndexAddendum
+	var (
+		adds []mutate.IndexAddendum
+		imgs []v1.Image
+	)
 	for _, a := range arches {
 		img, err := archImage(a, binaries[a], version, revision, mtime)
 		if err != nil {
@@ -180,6 +189,7 @@ func writeImage(binaries map[string]string, arches []string, version, revision s
 			p.Variant = "v8"
 		}
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: p}})
+		imgs = append(imgs, img)
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
 	idx = mutate.Annotations(idx, imageLabels(version, revision, mtime)).(v1.ImageIndex)
@@ -192,8 +202,14 @@ func writeImage(binaries map[string]string, arches []string, version, revision s
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
+	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{refName: version})); err != nil {
 		return v1.Hash{}, err
+	}
+	for i, img := range imgs {
+		err := lp.AppendImage(img, layout.WithPlatform(*adds[i].Platform), layout.WithAnnotations(map[string]string{refName: version + "-" + arches[i]}))
+		if err != nil {
+			return v1.Hash{}, err
+		}
 	}
 	entries, err := dirEntries(dir)
 	if err != nil {

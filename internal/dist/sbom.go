@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"debug/buildinfo"
 	"fmt"
 	"io"
 	"os/exec"
@@ -42,22 +41,19 @@ func modGraph(ctx context.Context, root string) ([][2]string, error) {
 	return edges, sc.Err()
 }
 
-// writeSBOM writes a CycloneDX 1.6 JSON SBOM of the binaries: the
+// writeSBOM writes a CycloneDX 1.6 JSON SBOM of the binaries (their build
+// information, as debug/buildinfo reads it): the
 // modules linked into them (their build information, the exact set a
 // vulnerability scanner needs, with go.sum hashes and the Go toolchain),
 // and the requirement edges of the module graph between those modules.
 // A module that is linked but reached only through modules that are not
 // hangs off wanda itself.
-func writeSBOM(w io.Writer, binaries []string, graph [][2]string, version string, mtime time.Time) error {
+func writeSBOM(w io.Writer, infos []*debug.BuildInfo, graph [][2]string, version, revision string, mtime time.Time) error {
 	var (
 		main   *debug.BuildInfo
 		linked = map[string]*debug.Module{} // path -> module as linked
 	)
-	for _, b := range binaries {
-		bi, err := buildinfo.ReadFile(b)
-		if err != nil {
-			return fmt.Errorf("build info of %s: %w", b, err)
-		}
+	for _, bi := range infos {
 		main = bi
 		for _, d := range bi.Deps {
 			if d.Replace != nil {
@@ -74,8 +70,8 @@ func writeSBOM(w io.Writer, binaries []string, graph [][2]string, version string
 	for _, s := range main.Settings {
 		settings[s.Key] = s.Value
 	}
-	props := []cdx.Property{{Name: "go:toolchain", Value: main.GoVersion}}
-	for _, k := range []string{"-trimpath", "CGO_ENABLED", "vcs", "vcs.revision", "vcs.time", "vcs.modified"} {
+	props := []cdx.Property{{Name: "go:toolchain", Value: main.GoVersion}, {Name: "vcs.revision", Value: revision}}
+	for _, k := range []string{"-trimpath", "CGO_ENABLED", "-ldflags"} {
 		if v, ok := settings[k]; ok {
 			props = append(props, cdx.Property{Name: "go:build:" + k, Value: v})
 		}
@@ -146,7 +142,7 @@ func writeSBOM(w io.Writer, binaries []string, graph [][2]string, version string
 
 	bom := cdx.NewBOM()
 	// A serial number that is the same for the same release: reproducible.
-	bom.SerialNumber = "urn:uuid:" + uuid.NewSHA1(uuid.NameSpaceURL, []byte(mainRef+" "+settings["vcs.revision"])).String()
+	bom.SerialNumber = "urn:uuid:" + uuid.NewSHA1(uuid.NameSpaceURL, []byte(mainRef+" "+revision)).String()
 	bom.Metadata = &cdx.Metadata{
 		Timestamp: mtime.UTC().Format(time.RFC3339),
 		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{

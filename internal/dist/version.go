@@ -12,7 +12,7 @@ import (
 // follow the tag, then -dirty; or a bare abbreviated hash when no tag is
 // reachable.
 var (
-	tagRe  = regexp.MustCompile(`^v?([0-9]+(?:\.[0-9]+)*)(?:-([0-9A-Za-z.]*[A-Za-z][0-9A-Za-z.]*))?(?:-([0-9]+)-g([0-9a-f]{4,40}))?(-dirty)?$`)
+	tagRe  = regexp.MustCompile(`^v([0-9]+(?:\.[0-9]+)*)(?:-([0-9A-Za-z.]*[A-Za-z][0-9A-Za-z.]*))?(?:-([0-9]+)-g([0-9a-f]{4,40}))?(-dirty)?$`)
 	hashRe = regexp.MustCompile(`^([0-9a-f]{4,40})(-dirty)?$`)
 )
 
@@ -32,6 +32,9 @@ var (
 // its successors cannot be ordered against.
 func PackageVersion(v string, commit time.Time) (string, error) {
 	if m := tagRe.FindStringSubmatch(v); m != nil {
+		if m[2] == "dirty" && m[3] == "" && m[5] == "" { // vX.Y.Z-dirty: no pre-release
+			m[2], m[5] = "", "-dirty"
+		}
 		out := m[1]
 		if m[2] != "" {
 			out += "~" + m[2]

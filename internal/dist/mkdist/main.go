@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Root, "root", ".", "the repository")
 	fs.StringVar(&o.Out, "out", "dist", "output directory")
 	fs.StringVar(&o.Version, "version", "", "wanda's version, as `git describe --always --dirty` prints it")
+	fs.StringVar(&o.Revision, "revision", "", "the commit's hash (git rev-parse HEAD)")
 	fs.StringVar(&o.LDFlags, "ldflags", "", "linker flags of the binary (make build's)")
 	fs.BoolVar(&o.PackagesOnly, "packages-only", false, "only the .deb and .rpm files")
 	if err := fs.Parse(args); err != nil {
