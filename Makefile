@@ -54,6 +54,7 @@ vet:
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags packaging ./internal/dist/
 
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
