@@ -44,6 +44,16 @@ func artifacts(t *testing.T) (string, string) {
 	if *distFlag == "" || *versionFlag == "" {
 		t.Fatal("-dist and -version are required: run make test-packages")
 	}
+	// One packaging test at a time on a machine (two checkouts' make test):
+	// they install the same package.
+	lock, err := os.OpenFile("/run/wanda-packaging-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
 	return *distFlag, *versionFlag
 }
 
