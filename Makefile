@@ -3,9 +3,13 @@ GO        ?= go
 BIN       := bin/wanda
 VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/wanda-fed/wanda/internal/cli.Version=$(VERSION)
+# Every timestamp in the packages and the image: the commit's time.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+REVISION  := $(shell git rev-parse HEAD 2>/dev/null)
+DIST      ?= dist
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-unit test-interop check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve bench-s3 clean
+.PHONY: all build demo packages test test-unit test-interop test-packages check fmt vet staticcheck tidy-check fuzz bench bench-quick bench-go bench-serve bench-s3 clean
 
 all: build
 
@@ -16,14 +20,27 @@ build:
 demo: build
 	./$(BIN) demo
 
-## test: unit tests with the race detector, then integration and interop tests.
-test: test-unit test-interop
+## packages: the .deb and .rpm packages (amd64, arm64), the OCI image, the
+## SBOM and SHA256SUMS in dist/ (docs/install.md). Reproducible.
+packages:
+	rm -rf $(DIST)
+	$(GO) run ./internal/dist/mkdist -version '$(VERSION)' -epoch '$(SOURCE_DATE_EPOCH)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' -out '$(DIST)'
+
+## test: unit tests with the race detector, then integration and interop
+## tests, then the packages installed on this machine (root: CI).
+test: test-unit test-interop test-packages
 
 test-unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /internal/interop)
 
 test-interop: build
 	$(GO) test -count=1 -timeout 15m ./internal/interop/...
+
+## test-packages: installs, runs, upgrades and purges the .deb on THIS
+## machine (root only; it refuses a machine that has wanda installed),
+## inspects the .rpm and the image, rebuilds to check reproducibility.
+test-packages: packages
+	$(GO) test -tags packaging -count=1 -timeout 20m ./internal/dist/ -args -dist '$(CURDIR)/$(DIST)' -version '$(VERSION)'
 
 ## check: what CI's core is made of.
 check: fmt vet staticcheck tidy-check test
@@ -33,9 +50,11 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags packaging ./internal/dist/
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags packaging ./internal/dist/
 
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
@@ -76,4 +95,4 @@ bench-quick: build
 	./$(BIN) bench all --quick --out bench-results/quick
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

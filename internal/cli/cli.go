@@ -72,3 +72,8 @@ func nArgs(lo, hi int) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// Tree returns wanda's command tree as the binary runs it, for the
+// generators that document it from outside (man pages, shell completions:
+// internal/dist). Its output goes nowhere.
+func Tree() *cobra.Command { return newRoot(io.Discard, io.Discard) }
