@@ -40,6 +40,10 @@ type Cache struct {
 	xrd      *xrdserver.Server // root:// from the cache's blocks
 	policy   *sitePolicy
 	records  *monitor.Recorder // nil when records are off
+	// cluster is the view of the cache cluster (cache.cluster), set by
+	// Serve before it serves; nil without one (cachecluster.go).
+	cluster    atomic.Pointer[fed.ClusterView]
+	clusterMet *clusterMetrics
 }
 
 // NewCache opens the cache directory (its contents come back) and builds
@@ -85,6 +89,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		return nil, err
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.clusterMet = newClusterMetrics(reg, c)
 	c.data = httpserve.New(httpserve.Options{
 		Namespace: ns,
 		Auth:      c.policy,
@@ -100,7 +105,7 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	tlsCfg = c.policy.serverTLS(tlsCfg)
 	if k.XRootD {
 		c.xmetrics = metrics.NewXRootD(reg, "cache")
-		c.xrd = xrdserver.NewServer(xrdserver.Options{
+		xo := xrdserver.Options{
 			Records:   sinkOf(c.records),
 			Metrics:   c.xmetrics,
 			Namespace: ns,
@@ -110,9 +115,14 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 			// Tokens with ztn; root:// clients switched to TLS first.
 			Bearer:   c.policy.bearerCheck(),
 			TLSLogin: tlsCfg != nil && c.policy.bearerCheck() != nil,
-		})
+		}
+		if k.Cluster != "" {
+			// Readers of files another cluster member owns: to it.
+			xo.Owner, xo.OwnerHop = c.rootOwner, fed.ParamClusterHop+"=1"
+		}
+		c.xrd = xrdserver.NewServer(xo)
 	}
-	dataH := httpserve.MiddlewareWithRecords(c.data, log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(c.records)})
+	dataH := httpserve.MiddlewareWithRecords(c.clusterFront(c.data), log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(c.records)})
 	front := frontDoor(reg, map[string]http.Handler{
 		"/api/v1/cache/stats": core.StatsHandler(),
 		"/api/v1/locate":      locateGate{next: http.HandlerFunc(c.serveLocate), policy: c.policy, token: k.Federation.Token},
@@ -140,7 +150,14 @@ func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
 	if c.http.TLSConfig != nil {
 		ln = tls.NewListener(ln, c.http.TLSConfig)
 	}
-	c.log.Info("cache serving", "url", u, "upstream", c.cfg.Upstream, "dir", c.cfg.Dir, "max_size", int64(c.cfg.MaxSize))
+	if c.cfg.Cluster != "" {
+		v := fed.StartClusterView(fed.ClusterOptions{
+			Redirector: c.cfg.Cluster, Every: c.cfg.ClusterRefresh, Token: c.cfg.Federation.Token, Log: c.log,
+		})
+		defer v.Stop()
+		c.cluster.Store(v)
+	}
+	c.log.Info("cache serving", "url", u, "upstream", c.cfg.Upstream, "dir", c.cfg.Dir, "max_size", int64(c.cfg.MaxSize), "cluster", c.cfg.Cluster)
 	if len(c.cfg.Federation.Join) > 0 {
 		c.joiner = fed.StartJoiner(fed.JoinOptions{
 			Parents: c.cfg.Federation.Join, Interval: c.cfg.Federation.Heartbeat, Token: c.cfg.Federation.Token,
@@ -154,6 +171,15 @@ func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	c.data.Close()
 	return err
+}
+
+// memberID is the cache's member ID: federation.id, else its URL (what
+// its cluster hashes files to).
+func (c *Cache) memberID() string {
+	if id := c.cfg.Federation.ID; id != "" {
+		return id
+	}
+	return c.URL()
 }
 
 // URL is the advertised URL (known once Serve has started).
@@ -174,10 +200,7 @@ func (c *Cache) Close() error {
 // self describes the cache to its redirectors: role cache, everything
 // under "/", read-only unless writes pass through.
 func (c *Cache) self() fed.Member {
-	id := c.cfg.Federation.ID
-	if id == "" {
-		id = c.URL()
-	}
+	id := c.memberID()
 	free, total := fed.DiskSpace([]string{c.cfg.Dir})
 	return fed.Member{
 		ID: id, Instance: instance, Role: fed.RoleCache, URL: c.URL(),

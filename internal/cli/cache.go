@@ -17,13 +17,13 @@ import (
 
 func newCacheCmd() *cobra.Command {
 	var (
-		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify string
-		check                                                                                        bool
-		upToken                                                                                      string
-		prefetch, streams                                                                            int
-		ff                                                                                           fedFlags
-		af                                                                                           authFlags
-		rf                                                                                           recordsFlags
+		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify, cluster string
+		check                                                                                                 bool
+		upToken                                                                                               string
+		prefetch, streams                                                                                     int
+		ff                                                                                                    fedFlags
+		af                                                                                                    authFlags
+		rf                                                                                                    recordsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -68,6 +68,7 @@ block and LRU purging between watermarks (docs/cache.md).
 				set("streams", func() error { k.Streams = streams; return nil }),
 				set("writes", func() error { k.Writes = writes; return nil }),
 				set("verify", func() error { k.Verify = verify; return nil }),
+				set("cluster", func() error { k.Cluster = cluster; return nil }),
 				set("log-level", func() error { cfg.Log.Level = logLevel; return nil }),
 				set("log-format", func() error { cfg.Log.Format = logFormat; return nil }),
 			} {
@@ -120,6 +121,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	f.IntVar(&streams, "streams", config.DefaultCache().Streams, "parallel upstream requests for one large read")
 	f.StringVar(&writes, "writes", "refuse", "refuse or passthrough")
 	f.StringVar(&verify, "verify", "once", "block checksums: once (after loading from disk) or always")
+	f.StringVar(&cluster, "cluster", "", "a redirector (one of --join) whose caches form one cache with this one: readers of a file another member owns are sent there (docs/cache.md, A cache cluster)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	ff.add(cmd)

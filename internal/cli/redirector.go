@@ -65,14 +65,14 @@ func (f *fedFlags) apply(cmd *cobra.Command, join *[]string, advertise, id *stri
 
 func newRedirectorCmd() *cobra.Command {
 	var (
-		cfgFile, listen, logLevel, logFormat string
-		check                                bool
-		ff                                   fedFlags
-		af                                   authFlags
-		rf                                   recordsFlags
-		members                              []string
-		cmsdListen                           string
-		cmsdAllow                            []string
+		cfgFile, listen, logLevel, logFormat, sel string
+		check                                     bool
+		ff                                        fedFlags
+		af                                        authFlags
+		rf                                        recordsFlags
+		members                                   []string
+		cmsdListen                                string
+		cmsdAllow                                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "redirector [--config FILE] [--listen HOST:PORT] [--join PARENT]...",
@@ -122,6 +122,9 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if cmd.Flags().Changed("cmsd-listen") {
 				r.CmsdListen = cmsdListen
 			}
+			if cmd.Flags().Changed("select") {
+				r.Select = sel
+			}
 			r.CmsdAllow = append(r.CmsdAllow, cmsdAllow...)
 			if cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = logLevel
@@ -156,6 +159,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	f.StringVar(&cfgFile, "config", "", "YAML configuration file (see docs/config.md)")
 	f.BoolVar(&check, "check", false, "load and check the configuration (exports, certificates, keys, policy) and exit without serving")
 	f.StringVar(&listen, "listen", config.Default().Redirector.Listen, "address to serve HTTP(S) on")
+	f.StringVar(&sel, "select", config.Default().Redirector.Select, "read replica selection: load, space, round-robin, random or hash (hash: the caches that joined form one cache, each file at the cache that owns it: docs/cache.md)")
 	f.StringVar(&cmsdListen, "cmsd-listen", "", "take cmsd logins of XRootD servers and site redirectors on HOST:PORT (1213 by convention; docs/federation.md, Joining AAA)")
 	f.StringArrayVar(&cmsdAllow, "cmsd-allow", nil, "an address or CIDR network allowed to log in at --cmsd-listen (repeatable; default loopback only)")
 	f.StringArrayVar(&members, "member", nil, "a static member URL[+root://HOST:PORT]=PREFIX[,PREFIX...]: any HTTP server, asked with HEAD (root:// clients go to HOST:PORT if given, else to URL's), or root://HOST:PORT=PREFIX, an XRootD server or cmsd without HTTP, asked with kXR_stat")

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
@@ -78,6 +79,16 @@ type Cache struct {
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Federation joins redirectors as a cache (role "cache").
 	Federation Federation `yaml:"federation"`
+	// Cluster, when set, is a redirector (one of federation.join) whose
+	// caches form one cache with this one: every file belongs to one of
+	// them by rendezvous hashing of its path, and a client asking this
+	// cache for a file another member owns is redirected there
+	// (docs/cache.md, "A cache cluster"). Give the redirector
+	// select: hash to send its own readers to the owner too.
+	Cluster string `yaml:"cluster"`
+	// ClusterRefresh is how often the cluster's members are asked of
+	// that redirector (a member that died is dropped there at once).
+	ClusterRefresh time.Duration `yaml:"cluster_refresh"`
 	// TLS enables HTTPS.
 	TLS TLS `yaml:"tls"`
 	// ShutdownTimeout bounds in-flight requests at shutdown.
@@ -106,6 +117,7 @@ func DefaultCache() Cache {
 		Writes:          "refuse",
 		StallTimeout:    30 * time.Second,
 		Federation:      Federation{Heartbeat: 5 * time.Second},
+		ClusterRefresh:  time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		XRootD:          true,
 	}
@@ -173,7 +185,26 @@ func (c Config) ValidateCache() error {
 	if (k.TLS.Cert == "") != (k.TLS.Key == "") {
 		errs = append(errs, errors.New("cache.tls: give both cert and key"))
 	}
+	errs = append(errs, validateCluster(k)...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
 	return errors.Join(errs...)
+}
+
+// validateCluster checks cache.cluster: a wanda redirector the cache joins.
+func validateCluster(k Cache) []error {
+	if k.Cluster == "" {
+		return nil
+	}
+	if err := fed.CheckBaseURL(k.Cluster); err != nil {
+		return []error{fmt.Errorf("cache.cluster: %w", err)}
+	}
+	var errs []error
+	if !slices.ContainsFunc(k.Federation.Join, func(j string) bool { return fed.BaseURL(j) == fed.BaseURL(k.Cluster) }) {
+		errs = append(errs, fmt.Errorf("cache.cluster: %s is not in cache.federation.join: a cache is in the cluster of a redirector it joins (add --join %s)", k.Cluster, k.Cluster))
+	}
+	if k.ClusterRefresh < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("cache.cluster_refresh: %v is under 100ms", k.ClusterRefresh))
+	}
+	return errs
 }

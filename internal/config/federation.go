@@ -68,7 +68,11 @@ type Redirector struct {
 	NegativeTTL time.Duration `yaml:"negative_ttl"`
 	// CacheEntries bounds the location cache.
 	CacheEntries int `yaml:"cache_entries"`
-	// Select orders read replicas: load, space, round-robin or random.
+	// Select orders read replicas: load, space, round-robin, random or
+	// hash. hash ranks replicas by rendezvous hashing of the path (every
+	// reader of a file goes to the same member) and makes the caches that
+	// joined this redirector one cache: every read is sent to the cache
+	// that owns the file (docs/cache.md, "A cache cluster").
 	Select string `yaml:"select"`
 	// Prefer lists label=value pairs; replicas of members carrying more of
 	// them come first (before Select).
@@ -214,9 +218,9 @@ func (c Config) ValidateRedirector() error {
 		errs = append(errs, errors.New("redirector.cache_entries: must be at least 1"))
 	}
 	switch r.Select {
-	case "load", "space", "round-robin", "random":
+	case "load", "space", "round-robin", "random", "hash":
 	default:
-		errs = append(errs, fmt.Errorf("redirector.select: %q is not load, space, round-robin or random", r.Select))
+		errs = append(errs, fmt.Errorf("redirector.select: %q is not load, space, round-robin, random or hash", r.Select))
 	}
 	switch r.WriteSelect {
 	case "load", "space":

@@ -30,6 +30,8 @@ func (r *Redirector) Handler() http.Handler {
 			r.serveWatch(w, req)
 		case p == fed.EventsPath:
 			r.serveEvents(w, req)
+		case p == fed.ClusterPath:
+			r.serveCluster(w, req)
 		case p == "/api/v1/locate":
 			r.serveLocate(w, req)
 		case p == "/api/v1/topology":
@@ -185,7 +187,7 @@ func (r *Redirector) serveLocate(w http.ResponseWriter, req *http.Request) {
 	}
 	res := r.Locate(req.Context(), q)
 	writeJSON(w, http.StatusOK, fed.Located{Version: fed.Version, Path: p, Status: res.Status,
-		Replicas: r.viaSelf(r.order(res.Replicas)), Errors: res.Errors})
+		Replicas: r.viaSelf(r.order(p, res.Replicas)), Errors: res.Errors})
 }
 
 // parseTried reads the client's list of failed hosts (host:port,...).
@@ -291,6 +293,12 @@ func (r *Redirector) serveData(w http.ResponseWriter, req *http.Request) {
 // redirectRead locates p and redirects to the best replica (writable ones
 // only for DELETE and MOVE, which change the file where it is).
 func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p string, tried map[string]bool, modify bool) {
+	if !modify && ownerRead(req) {
+		if reps := r.toOwner(p, tried); len(reps) > 0 {
+			r.redirect(w, req, p, reps) // select: hash: to the cache cluster's owner
+			return
+		}
+	}
 	res := r.Locate(req.Context(), Query{Path: p, Tried: tried, HTTP: true})
 	switch res.Status {
 	case fed.NotFound:
@@ -305,7 +313,7 @@ func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p st
 		r.unavailable(w, p, res.Errors)
 		return
 	}
-	reps := r.order(res.Replicas)
+	reps := r.order(p, res.Replicas)
 	if strings.Contains(req.UserAgent(), fed.CacheAgent) {
 		// A cache fetching: never to a cache's copy (it could be itself).
 		caches := map[string]bool{}

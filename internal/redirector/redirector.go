@@ -54,7 +54,9 @@ type Options struct {
 	// bounds it.
 	PositiveTTL, NegativeTTL time.Duration
 	CacheEntries             int
-	// Select orders replicas: load, space, round-robin or random. Prefer
+	// Select orders replicas: load, space, round-robin, random or hash
+	// (rendezvous hashing of the path: one member per file; the caches
+	// form a cache cluster, cluster.go). Prefer
 	// lists label=value pairs; replicas of members matching more of them
 	// come first. WriteSelect chooses write targets: space or load.
 	Select      string
@@ -91,6 +93,7 @@ type Redirector struct {
 	extra   []fed.Upstream
 	ups     atomic.Pointer[[]fed.Upstream]
 	prefer  [][2]string
+	cluster atomic.Pointer[clusterRing] // the cache cluster (cluster.go)
 	rr      uint64
 	rrMu    sync.Mutex
 	stop    chan struct{}
@@ -137,9 +140,9 @@ func New(o Options) (*Redirector, error) {
 		o.WriteSelect = "space"
 	}
 	switch o.Select {
-	case "load", "space", "round-robin", "random":
+	case "load", "space", "round-robin", "random", "hash":
 	default:
-		return nil, fmt.Errorf("redirector: select %q: want load, space, round-robin or random", o.Select)
+		return nil, fmt.Errorf("redirector: select %q: want load, space, round-robin, random or hash", o.Select)
 	}
 	switch o.WriteSelect {
 	case "load", "space":

@@ -6,12 +6,15 @@ import (
 	"slices"
 
 	"github.com/wanda-fed/wanda/internal/fed"
+	"github.com/wanda-fed/wanda/internal/rendezvous"
 )
 
-// order sorts replicas best first: more matching preferred labels, then
-// lower priority, then the selection policy; ties are broken at random so
-// that equal replicas share the clients.
-func (r *Redirector) order(reps []fed.Replica) []fed.Replica {
+// order sorts the replicas of path best first: more matching preferred
+// labels, then lower priority, then the selection policy; ties are broken
+// at random so that equal replicas share the clients. "hash" ranks by
+// rendezvous hashing of path over the members' IDs: every reader of a
+// file is sent to the same member (its page cache, its cached blocks).
+func (r *Redirector) order(path string, reps []fed.Replica) []fed.Replica {
 	out := slices.Clone(reps)
 	for i := range out {
 		// A direct member's load is the one of its last heartbeat.
@@ -38,6 +41,8 @@ func (r *Redirector) order(reps []fed.Replica) []fed.Replica {
 			return cmp.Compare(a.Load.Active, b.Load.Active)
 		case "space":
 			return cmp.Compare(b.Load.FreeBytes, a.Load.FreeBytes)
+		case "hash":
+			return cmp.Compare(rendezvous.Score(b.Member, path), rendezvous.Score(a.Member, path))
 		}
 		return 0
 	})

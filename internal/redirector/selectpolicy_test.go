@@ -50,7 +50,7 @@ func TestOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 20 { // ties are shuffled: the order must not depend on it
-				if got := urls(r.order(tc.in)); !slices.Equal(got, tc.want) {
+				if got := urls(r.order("/f", tc.in)); !slices.Equal(got, tc.want) {
 					t.Fatalf("order %v, want %v", got, tc.want)
 				}
 			}
@@ -68,7 +68,7 @@ func TestOrderSpreadsTies(t *testing.T) {
 		in := []fed.Replica{rep("a", 0, 1, 0, nil), rep("b", 0, 1, 0, nil), rep("c", 0, 1, 0, nil)}
 		first := map[string]int{}
 		for range 300 {
-			first[r.order(in)[0].URL]++
+			first[r.order("/f", in)[0].URL]++
 		}
 		for _, u := range []string{"a", "b", "c"} {
 			if first[u] < 50 {

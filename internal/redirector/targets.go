@@ -35,6 +35,9 @@ func (r *Redirector) Targets(ctx context.Context, path string, write bool, tried
 		}
 		return out, nil
 	}
+	if hosts := r.ownerHosts(path, tried); len(hosts) > 0 {
+		return hosts, nil
+	}
 	return r.readTargets(r.Locate(ctx, Query{Path: path, Tried: tried}), path)
 }
 
@@ -44,6 +47,9 @@ func (r *Redirector) TargetsNow(path string, write bool, tried map[string]bool) 
 	if write {
 		targets, err := r.Targets(context.Background(), path, true, tried)
 		return targets, true, err
+	}
+	if hosts := r.ownerHosts(path, tried); len(hosts) > 0 {
+		return hosts, true, nil
 	}
 	res := r.Locate(context.Background(), Query{Path: path, Tried: tried, CacheOnly: true})
 	if !res.Cached {
@@ -61,10 +67,20 @@ func (r *Redirector) readTargets(res Result, path string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w: members did not answer in time", path, storage.ErrUpstreamTimeout)
 	}
 	var out []string
-	for _, x := range r.order(res.Replicas) {
+	for _, x := range r.order(path, res.Replicas) {
 		if h := x.RootHost(); h != "" {
 			out = append(out, h)
 		}
 	}
 	return out, nil
+}
+
+// ownerHosts is toOwner for root:// clients (they are never a cache's
+// upstream fetch: a cache reads its upstream over HTTP).
+func (r *Redirector) ownerHosts(path string, tried map[string]bool) []string {
+	var out []string
+	for _, x := range r.toOwner(path, tried) {
+		out = append(out, x.RootHost())
+	}
+	return out
 }

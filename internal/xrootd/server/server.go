@@ -130,6 +130,15 @@ type Options struct {
 	// redirectors before it), which clients send along to the server:
 	// its access records tell the chain. Empty: nothing added.
 	RedirectorID string
+	// Owner, when set (a member of a cache cluster), is asked for the path
+	// of every request that reads one (an open for reading, stat, statx,
+	// dirlist, a query of a path): a host:port it returns answers the
+	// request with kXR_redirect there, after authorizing it, with
+	// OwnerHop ("key=value") added to the opaque information; "" serves
+	// it here. A request whose opaque information has OwnerHop's key was
+	// sent on by a member already and is served here: one hop at most.
+	Owner    func(path string) (hostport string)
+	OwnerHop string
 	// Space reports the free and total bytes where path is stored, for
 	// kXR_query space and kXR_stat with kXR_vfs; nil answers zeros.
 	Space func(ctx context.Context, path string) (free, total int64, err error)

@@ -244,6 +244,11 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 			return err
 		}
 	}
+	if ss.srv.opts.Owner != nil {
+		if handled, err := ss.toOwner(ctx, r); handled {
+			return err
+		}
+	}
 	switch id {
 	case xrootd.ReqEndsess:
 		return c.endsess(ctx, r)
