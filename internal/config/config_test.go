@@ -406,3 +406,49 @@ func TestS3Export(t *testing.T) {
 		t.Errorf("Validate of s3:// without a bucket: %v", err)
 	}
 }
+
+func TestValidateCacheCluster(t *testing.T) {
+	good := func() Config {
+		c := Default()
+		c.Cache.Upstream, c.Cache.Dir = "http://origin:1094", "/cache"
+		c.Cache.Federation.Join = []string{"http://rd:1095/"}
+		c.Cache.Cluster = "http://rd:1095"
+		return c
+	}
+	if c := good(); c.ValidateCache() != nil || c.Cache.ClusterRefresh != time.Second {
+		t.Fatalf("a cluster of a joined redirector: %v (refresh %v)", c.ValidateCache(), c.Cache.ClusterRefresh)
+	}
+	c := good()
+	if err := DecodeStrict([]byte("cache:\n  cluster: http://rd:1095\n  cluster_refresh: 250ms\n"), &c); err != nil || c.Cache.ClusterRefresh != 250*time.Millisecond || c.ValidateCache() != nil {
+		t.Fatalf("cluster keys: %v %v %v", err, c.Cache.ClusterRefresh, c.ValidateCache())
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Cache)
+		want   []string
+	}{
+		{"not joined", func(k *Cache) { k.Federation.Join = nil }, []string{"cache.cluster", "not in cache.federation.join"}},
+		{"another redirector", func(k *Cache) { k.Cluster = "http://other:1095" }, []string{"cache.cluster", "not in cache.federation.join"}},
+		{"not a URL", func(k *Cache) { k.Cluster = "rd:1095" }, []string{"cache.cluster"}},
+		{"refresh", func(k *Cache) { k.ClusterRefresh = time.Millisecond }, []string{"cache.cluster_refresh", "under 100ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good()
+			tc.change(&c.Cache)
+			wantErrs(t, c.ValidateCache(), tc.want)
+		})
+	}
+	// Without a cluster its refresh is not checked.
+	c = good()
+	c.Cache.Cluster, c.Cache.ClusterRefresh = "", 0
+	if err := c.ValidateCache(); err != nil {
+		t.Fatalf("no cluster: %v", err)
+	}
+	r := Default()
+	r.Redirector.Select = "hash"
+	if err := r.ValidateRedirector(); err != nil {
+		t.Fatalf("select: hash: %v", err)
+	}
+	r.Redirector.Select = "consistent"
+	wantErrs(t, r.ValidateRedirector(), []string{"redirector.select", "hash"})
+}
