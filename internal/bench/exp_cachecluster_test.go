@@ -1,0 +1,106 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/bench"
+	"github.com/wanda-fed/wanda/internal/testproc"
+)
+
+// TestCacheClusterQuick runs the cachecluster experiment small: one and
+// two `wanda cache` processes (as a cluster and independent) in front of
+// a server behind a relay. The cluster fetches each file once in the
+// first pass whatever N, its upstream bytes do not grow with N, its
+// clients of the non-owner are redirected, and the hot phase is all hits.
+func TestCacheClusterQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cachecluster experiment takes seconds")
+	}
+	t.Setenv(testproc.ChildEnv, "1")
+	e, ok := bench.Lookup("cachecluster")
+	if !ok {
+		t.Fatal("experiment cachecluster not registered")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	const files, mb = 20, 1.048576
+	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: out, Set: map[string]string{
+		"caches": "1 2", "files": "20", "file_size": "1MiB", "cache_size": "16MiB", "passes": "2",
+		"clients": "2", "duration": "500ms", "rtt": "2ms", "hot": "0.25",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range r.Notes() {
+		t.Log("note:", n)
+	}
+	num := func(row bench.Row, col string) float64 {
+		t.Helper()
+		switch v := row.Get(col).(type) {
+		case float64:
+			return v
+		case int:
+			return float64(v)
+		}
+		t.Fatalf("row %v: no number in %s", row.Vals, col)
+		return 0
+	}
+	totals := map[string]float64{}
+	seen := map[string]int{}
+	for _, row := range r.Rows() {
+		phase, _ := row.Get("phase").(string)
+		mode, _ := row.Get("mode").(string)
+		seen[phase]++
+		switch phase {
+		case "ceiling":
+			if num(row, "mb_s") <= 0 {
+				t.Errorf("ceiling %v", row.Vals)
+			}
+		case "pass":
+			if mode == "cluster" && num(row, "pass") == 1 {
+				// Each file fetched once by the whole cluster.
+				if up := num(row, "upstream_mb"); up < 0.99*files*mb || up > 1.05*files*mb {
+					t.Errorf("cluster of %v, first pass: %v MB from upstream, want the working set's %.1f", row.Get("caches"), up, files*mb)
+				}
+			}
+			if num(row, "mb_s") <= 0 || num(row, "relay_mb") < num(row, "upstream_mb")*0.99 {
+				t.Errorf("pass row %v", row.Vals)
+			}
+		case "total":
+			totals[fmt.Sprintf("%s %v", mode, row.Get("caches"))] = num(row, "total_upstream_mb")
+		case "hits":
+			if num(row, "hit_mb_s") <= 0 || num(row, "vs_ceiling") <= 0 {
+				t.Errorf("hits row %v", row.Vals)
+			}
+			if num(row, "upstream_mb") != 0 {
+				t.Errorf("the warm hot set fetched from upstream: %v", row.Vals)
+			}
+			if mode == "cluster" && num(row, "caches") == 2 && num(row, "redirects_per_read") <= 0 {
+				t.Errorf("no reader of the cluster was redirected to an owner: %v", row.Vals)
+			}
+		}
+	}
+	if seen["ceiling"] != 1 || seen["pass"] != 3*2 || seen["total"] != 3 || seen["hits"] != 3 {
+		t.Fatalf("rows by phase %v, want 1 ceiling, 6 passes, 3 totals, 3 hot phases", seen)
+	}
+	t.Logf("upstream MB over the passes: %v", totals)
+	if totals["cluster 2"] > 1.05*totals["cluster 1"] {
+		t.Errorf("the cluster's upstream bytes grew with N: %v", totals)
+	}
+	report, err := os.ReadFile(filepath.Join(out, bench.ReportMD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Summary", "| cluster | 2 |", "| independent | 2 |", "do not grow with N", "cachecluster-hits.png"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
