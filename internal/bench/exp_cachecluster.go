@@ -79,6 +79,7 @@ type ccSetup struct {
 	clients  int
 	duration time.Duration
 	upstream string // the relay's URL (the caches' upstream)
+	origin   string // the server's URL (the ceiling's target)
 	relay    *wan.Relay
 	hc       *http.Client
 	ctx      context.Context
@@ -141,17 +142,19 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	s.relay, s.upstream = rl, "http://"+relayAddr
+	s.relay, s.upstream, s.origin = rl, "http://"+relayAddr, origin.URL
 	ws := int64(files) * size
 	r.Note("working set: %d files of %s = %s, %.1f× one cache's size (%s); hot set: %d files = %s; %d readers, reader k always asks instance k mod N and follows redirects; whole-file GETs, CRC-32C checked in the passes, length-checked in the hot phase",
 		files, client.FormatBytes(size), client.FormatBytes(ws), float64(ws)/float64(cacheSize), client.FormatBytes(cacheSize), len(s.hot), client.FormatBytes(int64(len(s.hot))*size), clients)
 	r.Note("processes: the server, each cache and the redirector are `%s` child processes (JSON logs at info level); the readers and the relay (RTT %v, %s per direction, window %s) run in the bench process, all on this %d-CPU machine, which is shared with other work: compare ratios within the run",
 		r.Wanda(), link.RTT, r.Str("rate"), r.Str("window"), runtime.NumCPU())
 
-	// The ceiling: the readers on the server itself, over loopback.
+	// The ceiling: the readers on the server itself, over loopback,
+	// measured right before each configuration's hot phase.
 	if err := s.readAll(s.hot, []string{origin.URL}, false); err != nil {
 		return fmt.Errorf("warming the server's page cache: %w", err)
 	}
+	r.Note("hot phase: the ceiling (the same readers on the server directly, over loopback) is measured right before each configuration's hot reads and vs_ceiling is against that one; busy_pct is the whole machine's CPU busy share during each (from /proc/stat: other people's work included), caches_cpu_cores the caches' own CPU time per second")
 	total := 0
 	type key struct {
 		mode string
@@ -159,7 +162,7 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 	}
 	upTotal := map[key][]float64{}
 	hitRate := map[key][]float64{}
-	var ceilings []float64
+	hitRatio := map[key][]float64{}
 	for _, m := range modes {
 		for _, n := range ns {
 			if m == "independent" && n == 1 {
@@ -171,12 +174,6 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 	total *= r.Reps()
 	i := 0
 	for rep := 1; rep <= r.Reps(); rep++ {
-		mbs, err := s.hitLoad([]string{origin.URL})
-		if err != nil {
-			return fmt.Errorf("ceiling: %w", err)
-		}
-		ceilings = append(ceilings, mbs)
-		r.Row("phase", "ceiling", "rep", rep, "mb_s", netRound(mbs, 1))
 		for _, m := range modes {
 			for _, n := range ns {
 				if m == "independent" && n == 1 {
@@ -187,20 +184,20 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 				if err := context.Cause(ctx); err != nil {
 					return err
 				}
-				up, hits, err := s.config(m, n, cacheSize, passes, rep, mbs)
+				up, hits, ceiling, err := s.config(m, n, cacheSize, passes, rep)
 				if err != nil {
 					return fmt.Errorf("%s with %d caches: %w", m, n, err)
 				}
 				k := key{m, n}
 				upTotal[k] = append(upTotal[k], up)
 				hitRate[k] = append(hitRate[k], hits)
+				hitRatio[k] = append(hitRatio[k], hits/ceiling)
 			}
 		}
 	}
 
-	ceiling := percentile(ceilings, 0.5)
 	var sum strings.Builder
-	fmt.Fprintf(&sum, "| mode | caches | upstream over %d passes | × working set | hot-set reads MB/s | × ceiling (%.0f MB/s) |\n|---|---:|---:|---:|---:|---:|\n", passes, ceiling)
+	fmt.Fprintf(&sum, "| mode | caches | upstream over %d passes | × working set | hot-set reads MB/s | × ceiling (the server on loopback) |\n|---|---:|---:|---:|---:|---:|\n", passes)
 	for _, m := range modes {
 		for _, n := range ns {
 			k := key{m, n}
@@ -208,7 +205,7 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 				continue
 			}
 			up, h := percentile(upTotal[k], 0.5), percentile(hitRate[k], 0.5)
-			fmt.Fprintf(&sum, "| %s | %d | %s | %.2f | %.0f | %.2f |\n", m, n, client.FormatBytes(int64(up)), up/float64(ws), h, h/ceiling)
+			fmt.Fprintf(&sum, "| %s | %d | %s | %.2f | %.0f | %.2f |\n", m, n, client.FormatBytes(int64(up)), up/float64(ws), h, percentile(hitRatio[k], 0.5))
 		}
 	}
 	if one, ok := upTotal[key{"cluster", ns[0]}]; ok {
@@ -234,9 +231,9 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 }
 
 // config runs one mode with n caches: the passes over the working set,
-// then the hot set. It returns the upstream bytes of the passes and the
-// hot-set MB/s.
-func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, ceiling float64) (upstream, hits float64, err error) {
+// then the hot set, after the ceiling. It returns the upstream bytes of
+// the passes, the hot-set MB/s and the ceiling's.
+func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (upstream, hits, ceiling float64, err error) {
 	r := s.r
 	var procs []*childProc
 	defer func() {
@@ -249,7 +246,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 		p, err := r.startChild(s.ctx, fmt.Sprintf("redirector-%s-%d-%d", mode, n, rep), "redirector serving",
 			"redirector", "--select", "hash", "--listen", "127.0.0.1:0", "--log-format", "json")
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		procs = append(procs, p)
 		rd = p.URL
@@ -264,7 +261,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 		}
 		p, err := r.startChild(s.ctx, name, "cache serving", args...)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		procs = append(procs, p)
 		caches = append(caches, p)
@@ -275,7 +272,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 	}
 	if rd != "" {
 		if err := s.waitCluster(caches, n); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 
@@ -286,7 +283,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		t0 := time.Now()
 		if err := s.readAll(order, urls, true); err != nil {
-			return 0, 0, fmt.Errorf("pass %d: %w", pass, err)
+			return 0, 0, 0, fmt.Errorf("pass %d: %w", pass, err)
 		}
 		secs := time.Since(t0).Seconds()
 		d := s.stats(caches).minus(before)
@@ -308,9 +305,15 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 	}
 	for _, u := range warm {
 		if err := s.readAll(s.hot, []string{u}, true); err != nil {
-			return 0, 0, fmt.Errorf("warming the hot set: %w", err)
+			return 0, 0, 0, fmt.Errorf("warming the hot set: %w", err)
 		}
 	}
+	m0 := readMachineCPU()
+	ceiling, err = s.hitLoad([]string{s.origin})
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("ceiling: %w", err)
+	}
+	r.Row("phase", "ceiling", "mode", mode, "caches", n, "rep", rep, "mb_s", netRound(ceiling, 1), "busy_pct", netRound(busyPct(m0, readMachineCPU()), 1))
 	before := s.stats(caches)
 	var cpu0 time.Duration
 	for _, c := range caches {
@@ -318,10 +321,12 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 		cpu0 += u.CPU
 	}
 	redirects0 := s.redirects(caches)
+	m0 = readMachineCPU()
 	hits, err = s.hitLoad(urls)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
+	busy := busyPct(m0, readMachineCPU())
 	var cpu1 time.Duration
 	for _, c := range caches {
 		u, _ := c.usage()
@@ -331,8 +336,8 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int, c
 	reads := d.HitRequests + d.MissRequests
 	r.Row("phase", "hits", "mode", mode, "caches", n, "rep", rep, "hit_mb_s", netRound(hits, 1), "vs_ceiling", netRound(hits/ceiling, 3),
 		"upstream_mb", netRound(d.FetchedBytes/1e6, 2), "redirects_per_read", netRound((s.redirects(caches)-redirects0)/max(1, reads), 3),
-		"caches_cpu_cores", netRound((cpu1-cpu0).Seconds()/s.duration.Seconds(), 2))
-	return upstream, hits, nil
+		"caches_cpu_cores", netRound((cpu1-cpu0).Seconds()/s.duration.Seconds(), 2), "busy_pct", netRound(busy, 1))
+	return upstream, hits, ceiling, nil
 }
 
 // waitCluster polls until every cache knows n members (a minute at most).

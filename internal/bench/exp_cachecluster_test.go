@@ -76,7 +76,7 @@ func TestCacheClusterQuick(t *testing.T) {
 		case "total":
 			totals[fmt.Sprintf("%s %v", mode, row.Get("caches"))] = num(row, "total_upstream_mb")
 		case "hits":
-			if num(row, "hit_mb_s") <= 0 || num(row, "vs_ceiling") <= 0 {
+			if num(row, "hit_mb_s") <= 0 || num(row, "vs_ceiling") <= 0 || num(row, "busy_pct") <= 0 {
 				t.Errorf("hits row %v", row.Vals)
 			}
 			if num(row, "upstream_mb") != 0 {
@@ -87,8 +87,8 @@ func TestCacheClusterQuick(t *testing.T) {
 			}
 		}
 	}
-	if seen["ceiling"] != 1 || seen["pass"] != 3*2 || seen["total"] != 3 || seen["hits"] != 3 {
-		t.Fatalf("rows by phase %v, want 1 ceiling, 6 passes, 3 totals, 3 hot phases", seen)
+	if seen["ceiling"] != 3 || seen["pass"] != 3*2 || seen["total"] != 3 || seen["hits"] != 3 {
+		t.Fatalf("rows by phase %v, want 3 ceilings, 6 passes, 3 totals, 3 hot phases", seen)
 	}
 	t.Logf("upstream MB over the passes: %v", totals)
 	if totals["cluster 2"] > 1.05*totals["cluster 1"] {

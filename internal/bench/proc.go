@@ -245,3 +245,42 @@ func scrapeGauge(ctx context.Context, hc *http.Client, base, metric string) (flo
 	}
 	return 0, fmt.Errorf("%s/metrics: no %s", base, metric)
 }
+
+// machineCPU is the whole machine's CPU time from /proc/stat's first
+// line, in clock ticks: busy (user, nice, system, irq, softirq, steal)
+// and all of it (busy, idle, iowait).
+type machineCPU struct{ busy, total int64 }
+
+// readMachineCPU reads /proc/stat (zero when it cannot).
+func readMachineCPU() machineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineCPU{}
+	}
+	var m machineCPU
+	for i, s := range f[1:9] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return machineCPU{}
+		}
+		m.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			m.busy += v
+		}
+	}
+	return m
+}
+
+// busyPct is the share of the machine's CPU time that was busy between a
+// and b, in percent (0 when nothing was read).
+func busyPct(a, b machineCPU) float64 {
+	if b.total <= a.total {
+		return 0
+	}
+	return 100 * float64(b.busy-a.busy) / float64(b.total-a.total)
+}
