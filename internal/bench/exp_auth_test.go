@@ -1,7 +1,6 @@
 package bench_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -43,23 +42,9 @@ func TestAuthQuick(t *testing.T) {
 	}
 	needPeer(t, "wrk")
 	needPeer(t, "curl")
-	t.Setenv(testproc.ChildEnv, "1")
-	e, ok := bench.Lookup("auth")
-	if !ok {
-		t.Fatal("experiment auth not registered")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: out, Set: map[string]string{
+	r, out := executeQuick(t, "auth", 2*time.Minute, map[string]string{
 		"duration": "1s", "threads": "1", "conns": "2", "size": "8MiB", "passes": "1", "alg": "ES256",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range r.Notes() {
-		t.Log("note:", n)
-	}
+	})
 	rows := r.Rows()
 	get := func(test, target string) []bench.Row {
 		var out []bench.Row

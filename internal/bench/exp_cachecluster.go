@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +45,9 @@ func init() {
 			"the working set (`files` × `file_size`, more than one cache's `cache_size`) whole, CRC-checked, in " +
 			"`passes` shuffled passes: upstream bytes (the caches' counters and the relay's) and the byte hit " +
 			"ratio per pass. Then a hot set of `hot` × one cache's size is warmed and read for `duration` (hit " +
-			"throughput), beside the ceiling: the same readers on the server directly over loopback. Seed 001 " +
+			"throughput), beside the ceiling: the same readers on the server directly over loopback, measured just " +
+			"before; in a cluster the same reads again, asked of each file's owner at once (as a client that kept " +
+			"the redirect): what the redirects cost. Seed 001 " +
 			"scaled Squid with 16 instances per host.",
 		Params: []Param{
 			{Name: "caches", Help: "cache instances", Default: "1 2 4"},
@@ -163,6 +163,7 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 	upTotal := map[key][]float64{}
 	hitRate := map[key][]float64{}
 	hitRatio := map[key][]float64{}
+	ownerRatio := map[key][]float64{}
 	for _, m := range modes {
 		for _, n := range ns {
 			if m == "independent" && n == 1 {
@@ -184,20 +185,23 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 				if err := context.Cause(ctx); err != nil {
 					return err
 				}
-				up, hits, ceiling, err := s.config(m, n, cacheSize, passes, rep)
+				res, err := s.config(m, n, cacheSize, passes, rep)
 				if err != nil {
 					return fmt.Errorf("%s with %d caches: %w", m, n, err)
 				}
 				k := key{m, n}
-				upTotal[k] = append(upTotal[k], up)
-				hitRate[k] = append(hitRate[k], hits)
-				hitRatio[k] = append(hitRatio[k], hits/ceiling)
+				upTotal[k] = append(upTotal[k], res.upstream)
+				hitRate[k] = append(hitRate[k], res.hits)
+				hitRatio[k] = append(hitRatio[k], res.hits/res.ceiling)
+				if res.atOwner > 0 {
+					ownerRatio[k] = append(ownerRatio[k], res.atOwner/res.ceiling)
+				}
 			}
 		}
 	}
 
 	var sum strings.Builder
-	fmt.Fprintf(&sum, "| mode | caches | upstream over %d passes | × working set | hot-set reads MB/s | × ceiling (the server on loopback) |\n|---|---:|---:|---:|---:|---:|\n", passes)
+	fmt.Fprintf(&sum, "| mode | caches | upstream over %d passes | × working set | hot-set reads MB/s | × ceiling (the server on loopback) | asked of the owner at once, × ceiling |\n|---|---:|---:|---:|---:|---:|---:|\n", passes)
 	for _, m := range modes {
 		for _, n := range ns {
 			k := key{m, n}
@@ -205,7 +209,11 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 				continue
 			}
 			up, h := percentile(upTotal[k], 0.5), percentile(hitRate[k], 0.5)
-			fmt.Fprintf(&sum, "| %s | %d | %s | %.2f | %.0f | %.2f |\n", m, n, client.FormatBytes(int64(up)), up/float64(ws), h, percentile(hitRatio[k], 0.5))
+			owner := "—"
+			if xs := ownerRatio[k]; len(xs) > 0 {
+				owner = fmt.Sprintf("%.2f", percentile(xs, 0.5))
+			}
+			fmt.Fprintf(&sum, "| %s | %d | %s | %.2f | %.0f | %.2f | %s |\n", m, n, client.FormatBytes(int64(up)), up/float64(ws), h, percentile(hitRatio[k], 0.5), owner)
 		}
 	}
 	if one, ok := upTotal[key{"cluster", ns[0]}]; ok {
@@ -230,10 +238,17 @@ func runCacheCluster(ctx context.Context, r *Run) error {
 	return nil
 }
 
+// ccResult is what one configuration measured.
+type ccResult struct {
+	upstream float64 // bytes fetched by the caches in the passes
+	hits     float64 // MB/s of the hot set through the caches
+	ceiling  float64 // MB/s of the hot set at the server, just before
+	atOwner  float64 // MB/s of the hot set asked of the owners (a cluster)
+}
+
 // config runs one mode with n caches: the passes over the working set,
-// then the hot set, after the ceiling. It returns the upstream bytes of
-// the passes, the hot-set MB/s and the ceiling's.
-func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (upstream, hits, ceiling float64, err error) {
+// then the hot set, after the ceiling.
+func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (res ccResult, err error) {
 	r := s.r
 	var procs []*childProc
 	defer func() {
@@ -246,7 +261,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 		p, err := r.startChild(s.ctx, fmt.Sprintf("redirector-%s-%d-%d", mode, n, rep), "redirector serving",
 			"redirector", "--select", "hash", "--listen", "127.0.0.1:0", "--log-format", "json")
 		if err != nil {
-			return 0, 0, 0, err
+			return ccResult{}, err
 		}
 		procs = append(procs, p)
 		rd = p.URL
@@ -261,7 +276,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 		}
 		p, err := r.startChild(s.ctx, name, "cache serving", args...)
 		if err != nil {
-			return 0, 0, 0, err
+			return ccResult{}, err
 		}
 		procs = append(procs, p)
 		caches = append(caches, p)
@@ -272,7 +287,7 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 	}
 	if rd != "" {
 		if err := s.waitCluster(caches, n); err != nil {
-			return 0, 0, 0, err
+			return ccResult{}, err
 		}
 	}
 
@@ -283,19 +298,19 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		t0 := time.Now()
 		if err := s.readAll(order, urls, true); err != nil {
-			return 0, 0, 0, fmt.Errorf("pass %d: %w", pass, err)
+			return ccResult{}, fmt.Errorf("pass %d: %w", pass, err)
 		}
 		secs := time.Since(t0).Seconds()
 		d := s.stats(caches).minus(before)
 		relayMB := float64(s.relay.Stats().Down-rl0.Down) / 1e6
-		upstream += d.FetchedBytes
+		res.upstream += d.FetchedBytes
 		r.Row("phase", "pass", "mode", mode, "caches", n, "pass", pass, "rep", rep,
 			"seconds", netRound(secs, 3), "mb_s", netRound(float64(len(order))*float64(s.size)/1e6/secs, 1),
 			"upstream_mb", netRound(d.FetchedBytes/1e6, 1), "relay_mb", netRound(relayMB, 1),
 			"hit_pct", netRound(100*d.DiskBytes/max(1, d.DiskBytes+d.UpstreamBytes), 1))
 	}
-	r.Row("phase", "total", "mode", mode, "caches", n, "rep", rep, "total_upstream_mb", netRound(upstream/1e6, 1),
-		"x_working_set", netRound(upstream/float64(int64(len(s.paths))*s.size), 3))
+	r.Row("phase", "total", "mode", mode, "caches", n, "rep", rep, "total_upstream_mb", netRound(res.upstream/1e6, 1),
+		"x_working_set", netRound(res.upstream/float64(int64(len(s.paths))*s.size), 3))
 
 	// The hot set: warmed (through every instance when they are
 	// independent: each holds its own copy), then read for a while.
@@ -305,13 +320,13 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 	}
 	for _, u := range warm {
 		if err := s.readAll(s.hot, []string{u}, true); err != nil {
-			return 0, 0, 0, fmt.Errorf("warming the hot set: %w", err)
+			return ccResult{}, fmt.Errorf("warming the hot set: %w", err)
 		}
 	}
 	m0 := readMachineCPU()
-	ceiling, err = s.hitLoad([]string{s.origin})
+	ceiling, err := s.hitLoad(byReader([]string{s.origin}))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("ceiling: %w", err)
+		return ccResult{}, fmt.Errorf("ceiling: %w", err)
 	}
 	r.Row("phase", "ceiling", "mode", mode, "caches", n, "rep", rep, "mb_s", netRound(ceiling, 1), "busy_pct", netRound(busyPct(m0, readMachineCPU()), 1))
 	before := s.stats(caches)
@@ -322,9 +337,9 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 	}
 	redirects0 := s.redirects(caches)
 	m0 = readMachineCPU()
-	hits, err = s.hitLoad(urls)
+	hits, err := s.hitLoad(byReader(urls))
 	if err != nil {
-		return 0, 0, 0, err
+		return ccResult{}, err
 	}
 	busy := busyPct(m0, readMachineCPU())
 	var cpu1 time.Duration
@@ -334,10 +349,38 @@ func (s *ccSetup) config(mode string, n int, cacheSize int64, passes, rep int) (
 	}
 	d := s.stats(caches).minus(before)
 	reads := d.HitRequests + d.MissRequests
-	r.Row("phase", "hits", "mode", mode, "caches", n, "rep", rep, "hit_mb_s", netRound(hits, 1), "vs_ceiling", netRound(hits/ceiling, 3),
+	row := []any{"phase", "hits", "mode", mode, "caches", n, "rep", rep, "hit_mb_s", netRound(hits, 1), "vs_ceiling", netRound(hits/ceiling, 3),
 		"upstream_mb", netRound(d.FetchedBytes/1e6, 2), "redirects_per_read", netRound((s.redirects(caches)-redirects0)/max(1, reads), 3),
-		"caches_cpu_cores", netRound((cpu1-cpu0).Seconds()/s.duration.Seconds(), 2), "busy_pct", netRound(busy, 1))
-	return upstream, hits, ceiling, nil
+		"caches_cpu_cores", netRound((cpu1-cpu0).Seconds()/s.duration.Seconds(), 2), "busy_pct", netRound(busy, 1)}
+	if rd != "" {
+		// The same reads sent to the owner at once, as by a client that
+		// kept the owner's address: what the redirects cost.
+		ring, err := s.ring(rd)
+		if err != nil {
+			return ccResult{}, err
+		}
+		direct, err := s.hitLoad(func(_ int, p string) string {
+			o, _ := ring.Owner(p)
+			return o.URL
+		})
+		if err != nil {
+			return ccResult{}, fmt.Errorf("hot set at the owners: %w", err)
+		}
+		row = append(row, "at_owner_mb_s", netRound(direct, 1), "at_owner_vs_ceiling", netRound(direct/ceiling, 3))
+		res.atOwner = direct
+	}
+	r.Row(row...)
+	res.hits, res.ceiling = hits, ceiling
+	return res, nil
+}
+
+// ring is the redirector's cache cluster.
+func (s *ccSetup) ring(rd string) (*fed.Ring, error) {
+	var c fed.Cluster
+	if err := getJSON(s.ctx, s.hc, rd+fed.ClusterPath, &c); err != nil {
+		return nil, err
+	}
+	return fed.NewRing(c.Members), nil
 }
 
 // waitCluster polls until every cache knows n members (a minute at most).
@@ -381,18 +424,7 @@ func (s *ccSetup) stats(caches []*childProc) ccStats {
 	var sum ccStats
 	for _, c := range caches {
 		var st cache.Stats
-		req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, c.URL+"/api/v1/cache/stats", nil)
-		if err != nil {
-			continue
-		}
-		resp, err := s.hc.Do(req)
-		if err != nil {
-			s.r.Log().Warn("cache stats", "cache", c.Name, "err", err)
-			continue
-		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if err != nil {
+		if err := getJSON(s.ctx, s.hc, c.URL+"/api/v1/cache/stats", &st); err != nil {
 			s.r.Log().Warn("cache stats", "cache", c.Name, "err", err)
 			continue
 		}
@@ -448,73 +480,53 @@ func (s *ccSetup) readAll(paths, urls []string, check bool) error {
 	return g.Wait()
 }
 
-// hitLoad reads random hot files for s.duration with s.clients readers
-// (reader k asking urls[k mod len(urls)]) and returns the MB/s.
-func (s *ccSetup) hitLoad(urls []string) (float64, error) {
+// hitLoad reads random hot files for s.duration with s.clients readers,
+// reader k asking base(k, path) for path, and returns the MB/s.
+func (s *ccSetup) hitLoad(base func(k int, p string) string) (float64, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.duration)
 	defer cancel()
 	var bytes atomic.Int64
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
 	t0 := time.Now()
 	for k := range s.clients {
-		base := urls[k%len(urls)]
 		rng := rand.New(rand.NewPCG(uint64(k), 77))
-		wg.Go(func() {
-			for ctx.Err() == nil {
+		g.Go(func() error {
+			for gctx.Err() == nil {
 				p := s.hot[rng.IntN(len(s.hot))]
-				n, err := s.get(ctx, base+p, 0, false)
-				if err != nil && ctx.Err() == nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-					return
+				n, err := s.get(gctx, base(k, p)+p, 0, false)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil // the time is up
+					}
+					return err
 				}
-				if err == nil {
-					bytes.Add(n)
-				}
+				bytes.Add(n)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return float64(bytes.Load()) / 1e6 / time.Since(t0).Seconds(), nil
 }
 
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
+// byReader sends reader k to urls[k mod len(urls)].
+func byReader(urls []string) func(int, string) string {
+	return func(k int, _ string) string { return urls[k%len(urls)] }
 }
 
 // get reads url whole (following redirects) and checks its length and,
 // with check, its CRC-32C.
 func (s *ccSetup) get(ctx context.Context, url string, crc uint32, check bool) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, statusErr("GET", url, resp.StatusCode, string(b))
-	}
 	var w io.Writer = io.Discard
 	h := crc32.New(castagnoli)
 	if check {
 		w = h
 	}
-	n, err := io.Copy(w, resp.Body)
+	n, err := getInto(ctx, s.hc, url, w)
 	if err != nil {
-		return n, fmt.Errorf("GET %s: after %d bytes: %w", url, n, err)
+		return n, err
 	}
 	if n != s.size || (check && h.Sum32() != crc) {
 		return n, fmt.Errorf("GET %s: %d bytes, want %d (or its CRC-32C differs): %w", url, n, s.size, errWrongCopy)

@@ -275,25 +275,12 @@ func hotRead(ctx context.Context, url string, size int64, bufs [][]byte) error {
 
 // hotCheck reads url whole with one GET and checks its size and CRC-32C.
 func hotCheck(ctx context.Context, url string, size int64, want uint32) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Do(req)
+	h := crc32.New(castagnoli)
+	got, err := getInto(ctx, hc, url, h)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return statusErr("GET", url, resp.StatusCode, string(b))
-	}
-	h := crc32.New(castagnoli)
-	got, err := io.Copy(h, resp.Body)
-	if err != nil {
-		return fmt.Errorf("GET %s: after %d bytes: %w", url, got, err)
 	}
 	if got != size || h.Sum32() != want {
 		return fmt.Errorf("GET %s: %d bytes with CRC-32C %08x, want %d with %08x: %w", url, got, h.Sum32(), size, want, errWrongCopy)

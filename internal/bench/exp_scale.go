@@ -366,22 +366,9 @@ var errShortRead = errors.New("short read")
 func (l *scaleLoad) read(ctx context.Context, hc *http.Client, p string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.rd+p, nil)
+	n, err := getInto(ctx, hc, l.rd+p, io.Discard)
 	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, statusErr("GET", p, resp.StatusCode, string(b))
-	}
-	n, err := io.Copy(io.Discard, resp.Body)
-	if err != nil {
-		return n, fmt.Errorf("GET %s: %w", p, err)
+		return n, err
 	}
 	if n != l.size {
 		return n, fmt.Errorf("GET %s: %d bytes, want %d: %w", p, n, l.size, errShortRead)

@@ -1,13 +1,9 @@
 package bench_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/wanda-fed/wanda/internal/bench"
-	"github.com/wanda-fed/wanda/internal/testproc"
 )
 
 // TestServeQuick runs the serve experiment's quick preset with smaller
@@ -22,22 +18,9 @@ func TestServeQuick(t *testing.T) {
 	for _, p := range []string{"curl", "wrk", "iperf3", "nginx", "xrootd", "xrdcp", "python3"} {
 		needPeer(t, p)
 	}
-	t.Setenv(testproc.ChildEnv, "1") // children run the real command line
-	e, ok := bench.Lookup("serve")
-	if !ok {
-		t.Fatal("experiment serve not registered")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: t.TempDir(), Set: map[string]string{
+	r, _ := executeQuick(t, "serve", 5*time.Minute, map[string]string{
 		"size": "16MiB", "duration": "1s", "conns": "20", "ranges": "50", "concurrent": "4", "idle": "200",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range r.Notes() {
-		t.Log("note:", n)
-	}
+	})
 	type key struct{ line, server string }
 	got := map[key]float64{}
 	for _, row := range r.Rows() {

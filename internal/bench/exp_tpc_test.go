@@ -1,13 +1,9 @@
 package bench_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/wanda-fed/wanda/internal/bench"
-	"github.com/wanda-fed/wanda/internal/testproc"
 )
 
 // TestTPCQuick runs the tpc experiment's quick preset on a small file
@@ -21,17 +17,7 @@ func TestTPCQuick(t *testing.T) {
 	for _, p := range []string{"xrootd", "xrdcp"} {
 		needPeer(t, p)
 	}
-	t.Setenv(testproc.ChildEnv, "1") // children run the real command line
-	e, ok := bench.Lookup("tpc")
-	if !ok {
-		t.Fatal("experiment tpc not registered")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: t.TempDir(), Set: map[string]string{"size": "8MB"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := executeQuick(t, "tpc", 5*time.Minute, map[string]string{"size": "8MB"})
 	got := map[string]float64{}
 	for _, row := range r.Rows() {
 		k := fmt.Sprintf("%v %v %vms %v", row.Get("server"), row.Get("mode"), row.Get("rtt_ms"), row.Get("streams"))

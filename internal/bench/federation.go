@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -343,23 +344,30 @@ func fedWaitMembers(ctx context.Context, base, prefix string, want int) error {
 
 // fedMembers is GET /api/v1/members.
 func fedMembers(ctx context.Context, hc *http.Client, base string) ([]fed.MemberStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fed.BaseURL(base)+"/api/v1/members", nil)
+	var ms []fed.MemberStatus
+	err := getJSON(ctx, hc, fed.BaseURL(base)+"/api/v1/members", &ms)
+	return ms, err
+}
+
+// getJSON GETs url with hc and decodes its JSON answer into v.
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("members: %s", resp.Status)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return statusErr("GET", url, resp.StatusCode, string(b))
 	}
-	var ms []fed.MemberStatus
-	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
-		return nil, fmt.Errorf("members: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
-	return ms, nil
+	return nil
 }
 
 // errStatus is a non-success HTTP answer in the experiments' own clients.
@@ -372,4 +380,28 @@ func statusErr(method, url string, code int, body string) error {
 		body = body[:200] + "..."
 	}
 	return fmt.Errorf("%s %s: %d %s: %w", method, url, code, body, errStatus)
+}
+
+// getInto GETs url with hc (following its redirects) and copies the body
+// into w; an answer other than 200 is a statusErr with the start of its
+// body, a body cut short an error that says after how many bytes.
+func getInto(ctx context.Context, hc *http.Client, url string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, statusErr("GET", url, resp.StatusCode, string(b))
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("GET %s: after %d bytes: %w", url, n, err)
+	}
+	return n, nil
 }
