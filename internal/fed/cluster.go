@@ -181,10 +181,12 @@ func (v *ClusterView) Stop() {
 
 func (v *ClusterView) loop(ctx context.Context) {
 	defer close(v.done)
+	var firstOnce sync.Once
+	started := func() { firstOnce.Do(func() { close(v.first) }) }
+	defer started()
 	tick := time.NewTicker(v.opts.Every)
 	defer tick.Stop()
 	var failing, warned bool
-	firstDone := false
 	for {
 		c, err := v.fetch(ctx)
 		switch {
@@ -206,10 +208,7 @@ func (v *ClusterView) loop(ctx context.Context) {
 			}
 			v.update(c.Members)
 		}
-		if !firstDone {
-			close(v.first)
-			firstDone = true
-		}
+		started()
 		select {
 		case <-ctx.Done():
 			return
