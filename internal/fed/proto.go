@@ -113,6 +113,9 @@ type HeartbeatReply struct {
 	// Removed tells the member an admin removed it: it stops sending
 	// heartbeats to this redirector until it restarts.
 	Removed bool `json:"removed,omitempty"`
+	// Digest says the redirector holds a digest of the member's names
+	// (DigestPath): a member that keeps one sends it when this is false.
+	Digest bool `json:"digest,omitempty"`
 }
 
 // Interval is IntervalMS as a duration.

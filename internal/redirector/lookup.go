@@ -183,6 +183,9 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 		excluded = excluded || len(cands) < n
 	}
 	covered := len(cands) > 0 || excluded
+	// Members whose digest says they do not hold the path are not asked:
+	// their answer is known ("not found").
+	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.absent })
 	var pos []cached
 	var errs []string
 	unknown := false

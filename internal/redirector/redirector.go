@@ -205,6 +205,7 @@ func (r *Redirector) Start() {
 			Interval: r.opts.Heartbeat,
 			Token:    r.opts.Token,
 			Self:     r.self,
+			Digest:   r.Digest,
 			Log:      r.log,
 		})
 	}
@@ -292,7 +293,7 @@ func (r *Redirector) Heartbeat(m fed.Member) fed.HeartbeatReply {
 	return fed.HeartbeatReply{
 		Version: fed.Version, Redirector: r.opts.ID,
 		IntervalMS: r.opts.Heartbeat.Milliseconds(), MissLimit: r.opts.MissLimit,
-		Drained: drained, Removed: removed,
+		Drained: drained, Removed: removed, Digest: r.reg.hasDigest(m.ID, m.Instance),
 	}
 }
 
