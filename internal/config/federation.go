@@ -34,6 +34,13 @@ type Federation struct {
 	Token string `yaml:"token"`
 	// Heartbeat is the interval until a redirector says otherwise.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// Digest sends the redirectors a digest of the names this server
+	// holds (docs/federation.md, "Digests"): built by walking the exports
+	// at start and every DigestRescan, kept current by what is written
+	// and removed through wanda. A file put into an export directory
+	// behind wanda's back is found after the next walk.
+	Digest       bool          `yaml:"digest"`
+	DigestRescan time.Duration `yaml:"digest_rescan"`
 }
 
 // Redirector is the redirector role.
@@ -177,6 +184,9 @@ func validateFederation(f Federation, key string) []error {
 	}
 	if f.Heartbeat < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("%s.heartbeat: %v is under 100ms", key, f.Heartbeat))
+	}
+	if f.Digest && f.DigestRescan < time.Second {
+		errs = append(errs, fmt.Errorf("%s.digest_rescan: %v is under 1s", key, f.DigestRescan))
 	}
 	return errs
 }
