@@ -67,6 +67,12 @@ type Redirector struct {
 	MissLimit int           `yaml:"miss_limit"`
 	// LookupTimeout bounds a lookup; clients get 503 + Retry-After after it.
 	LookupTimeout time.Duration `yaml:"lookup_timeout"`
+	// StartupWait: for this long after the redirector starts, a name it
+	// cannot find is answered 503 + Retry-After (kXR_wait), not 404: its
+	// members may still be rejoining (cmsd's startup delay, 90 s by
+	// default). 0 (the default): off — members that lost it rejoin
+	// within about a second, and a fresh federation answers at once.
+	StartupWait time.Duration `yaml:"startup_wait"`
 	// AlternatesWindow is how long to wait for more replicas after the
 	// first positive answer (they become Link alternates).
 	AlternatesWindow time.Duration `yaml:"alternates_window"`
@@ -210,6 +216,9 @@ func (c Config) ValidateRedirector() error {
 	}
 	if p := r.Probe; p.Path != "" && (p.Every < time.Second || p.Timeout <= 0) {
 		errs = append(errs, errors.New("redirector.probe: every must be at least 1s and timeout positive"))
+	}
+	if r.StartupWait < 0 {
+		errs = append(errs, errors.New("redirector.startup_wait: must not be negative"))
 	}
 	if r.LookupTimeout < 10*time.Millisecond {
 		errs = append(errs, errors.New("redirector.lookup_timeout: must be at least 10ms"))

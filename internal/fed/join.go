@@ -19,6 +19,10 @@ import (
 // JoinOptions.Interval is not set, until a redirector names its own.
 const DefaultInterval = 5 * time.Second
 
+// lostRetry is the first wait before asking again a redirector the
+// member lost (it doubles up to the heartbeat interval).
+const lostRetry = 250 * time.Millisecond
+
 // Bounds of an interval adopted from a redirector's reply: a confused or
 // hostile redirector can neither make its members spin nor fall silent.
 const (
@@ -220,12 +224,21 @@ func (j *Joiner) loop(ctx context.Context, p *parent) {
 	t := time.NewTimer(time.Hour)
 	t.Stop() // the first heartbeat goes out now
 	defer t.Stop()
+	// After losing a redirector it had joined, the member asks again
+	// sooner than its interval (from 250 ms, doubling): a restarted
+	// redirector has its members back within a second or so.
+	retry := lostRetry
 	for {
 		if !j.beat(ctx, p) {
 			return
 		}
 		p.mu.Lock()
 		d := p.interval
+		if p.failing && p.everOK {
+			d, retry = min(retry, d), min(2*retry, d)
+		} else {
+			retry = lostRetry
+		}
 		p.mu.Unlock()
 		t.Reset(d)
 		select {

@@ -206,6 +206,9 @@ type MemberStatus struct {
 	Static    bool      `json:"static,omitempty"`
 	Removed   bool      `json:"removed,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// DigestNames is how many names the member's digest holds (0: it
+	// sent none; docs/federation.md, "Digests").
+	DigestNames int `json:"digest_names,omitempty"`
 }
 
 // Node is one redirector or member in GET /api/v1/topology.

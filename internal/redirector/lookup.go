@@ -215,6 +215,10 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 	case unknown:
 		return Result{Status: fed.Unavailable, Errors: errs}
 	}
+	if r.opts.StartupWait > 0 && r.now().Sub(r.started) < r.opts.StartupWait {
+		// Just started: members that hold it may not have rejoined yet.
+		return Result{Status: fed.Unavailable, Errors: append(errs, "this redirector started moments ago: its members are still joining")}
+	}
 	// A complete "no": every member that might have it said so, and the
 	// hierarchy above too. Cached only when nobody was left out.
 	// Paths no member covers are not remembered: any client could fill

@@ -68,6 +68,10 @@ type Options struct {
 	// modification time, or not (err nil); nil leaves root:// members
 	// unreachable (every probe fails).
 	ProbeRoot func(ctx context.Context, fileURL string) (size int64, mtime time.Time, found bool, err error)
+	// StartupWait: for this long after New, a lookup that finds nothing
+	// answers "unavailable" (503, kXR_wait), not "not found": members
+	// are still (re)joining (as cmsd's startup delay). 0: none.
+	StartupWait time.Duration
 	// Software is reported to parents.
 	Software string
 	Log      *slog.Logger
@@ -97,6 +101,7 @@ type Redirector struct {
 	done    chan struct{}
 	stopped sync.Once
 	now     func() time.Time
+	started time.Time // for StartupWait
 }
 
 // New builds a redirector; Start begins its background work.
@@ -155,6 +160,7 @@ func New(o Options) (*Redirector, error) {
 		done:  make(chan struct{}),
 		now:   time.Now,
 	}
+	r.started = r.now()
 	for _, p := range o.Prefer {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {

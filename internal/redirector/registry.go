@@ -274,6 +274,9 @@ func (r *registry) statuses(now time.Time, alive time.Duration) []fed.MemberStat
 	out := make([]fed.MemberStatus, 0, len(r.members))
 	for _, m := range r.members {
 		s := fed.MemberStatus{Member: m.Member, LastSeen: m.lastSeen, Static: m.static, LastError: m.lastErr}
+		if m.digest != nil {
+			s.DigestNames = max(len(m.digest.base)+len(m.digest.events), 1)
+		}
 		s.Exports = m.exports
 		s.Drained = m.out()
 		s.Healthy = !m.failing && (m.static || now.Sub(m.lastSeen) <= alive)
