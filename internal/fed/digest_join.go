@@ -24,17 +24,19 @@ func (j *Joiner) digestLost(p *parent) {
 	p.mu.Unlock()
 }
 
+// digestCheck is how often a member looks whether its digest must go
+// to a parent: a digest crosses a level within about this long (what a
+// redirector sends is the union of what its members sent).
+const digestCheck = time.Second
+
 // digestLoop keeps a parent's copy of the member's digest current: it
 // sends the digest when its generation changed or the parent's copy is
-// stale, at most once per heartbeat interval, and withdraws it when the
-// member can no longer vouch for its names.
+// stale, at most once per digestCheck, and withdraws it when the member
+// can no longer vouch for its names.
 func (j *Joiner) digestLoop(ctx context.Context, p *parent) {
 	defer j.wg.Done()
 	for {
-		p.mu.Lock()
-		d := p.interval
-		p.mu.Unlock()
-		t := time.NewTimer(max(d, time.Second))
+		t := time.NewTimer(digestCheck)
 		select {
 		case <-ctx.Done():
 			t.Stop()
