@@ -45,7 +45,7 @@ func init() {
 			{Name: "conns", Help: "client connections to the global redirector", Default: "128", Quick: "32"},
 			{Name: "zipf", Help: "Zipf exponent of the names' popularity (> 1)", Default: "1.1"},
 			{Name: "missing", Help: "share of requests for names nobody holds", Default: "0.2"},
-			{Name: "designs", Help: "variants: baseline (no digests, alternates_window 5ms) and/or digests (digests, alternates_window 0)", Default: "baseline digests"},
+			{Name: "designs", Help: "variants: baseline (no digests, alternates_window 5ms), digests (digests, alternates_window 0), digests-window5ms (digests, the 5 ms window: the window's own cost)", Default: "baseline digests digests-window5ms"},
 			{Name: "faults", Help: "run the faults after the rates: on or off", Default: "on"},
 			{Name: "ui", Help: "time the dashboard in headless Chromium: on or off", Default: "on"},
 		},
@@ -55,8 +55,9 @@ func init() {
 
 // fedscaleDesigns are the variants.
 var fedscaleDesigns = map[string]fsDesign{
-	"baseline": {Name: "baseline", Digests: false, Window: 5 * time.Millisecond},
-	"digests":  {Name: "digests", Digests: true, Window: 0},
+	"baseline":          {Name: "baseline", Digests: false, Window: 5 * time.Millisecond},
+	"digests":           {Name: "digests", Digests: true, Window: 0},
+	"digests-window5ms": {Name: "digests-window5ms", Digests: true, Window: 5 * time.Millisecond},
 }
 
 func runFedscale(ctx context.Context, r *Run) error {
@@ -86,7 +87,7 @@ func runFedscale(ctx context.Context, r *Run) error {
 	for _, d := range fields(r.Str("designs")) {
 		x, ok := fedscaleDesigns[d]
 		if !ok {
-			panic(paramError{"designs", r.Str("designs"), "some of: baseline digests"})
+			panic(paramError{"designs", r.Str("designs"), "some of: baseline digests digests-window5ms"})
 		}
 		designs = append(designs, x)
 	}
