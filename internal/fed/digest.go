@@ -68,18 +68,56 @@ func (d Digest) Has(fp uint32) bool {
 }
 
 // Union merges sorted digests into one set (no repeats): what a
-// redirector tells its parent of its members.
+// redirector tells its parent of its members. The runs are merged in
+// pairs (log2 of their number passes over the names), not sorted again.
 func Union(ds ...Digest) Digest {
-	n := 0
+	runs := make([]Digest, 0, len(ds))
 	for _, d := range ds {
-		n += len(d)
+		if len(d) > 0 {
+			runs = append(runs, d)
+		}
 	}
-	out := make(Digest, 0, n)
-	for _, d := range ds {
-		out = append(out, d...)
+	switch len(runs) {
+	case 0:
+		return Digest{}
+	case 1:
+		return slices.Compact(slices.Clone(runs[0]))
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	for len(runs) > 1 {
+		next := make([]Digest, 0, (len(runs)+1)/2)
+		for i := 0; i+1 < len(runs); i += 2 {
+			next = append(next, mergeSets(runs[i], runs[i+1]))
+		}
+		if len(runs)%2 == 1 {
+			next = append(next, runs[len(runs)-1])
+		}
+		runs = next
+	}
+	// A member's own repeats (a multiset) go too; runs[0] is a merge's
+	// output here, never an argument.
+	return slices.Compact(runs[0])
+}
+
+// mergeSets merges two sorted sets into one.
+func mergeSets(a, b Digest) Digest {
+	out := make(Digest, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 // digestMagic starts an encoded digest.

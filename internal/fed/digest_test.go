@@ -73,3 +73,54 @@ func FuzzDecodeDigest(f *testing.F) {
 		}
 	})
 }
+
+// The lookup's hot path: a fingerprint and a search in a digest of a
+// million names.
+func BenchmarkDigestHas(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	fps := make([]uint32, 1<<20)
+	for i := range fps {
+		fps[i] = r.Uint32()
+	}
+	d := NewDigest(fps)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		_ = d.Has(Fingerprint("/store/sim/f" + string(rune('0'+i%10))))
+	}
+}
+
+// A region's union: 100 digests of 6,000 names.
+func BenchmarkDigestUnion(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ds := make([]Digest, 100)
+	for i := range ds {
+		fps := make([]uint32, 6000)
+		for j := range fps {
+			fps[j] = r.Uint32()
+		}
+		ds[i] = NewDigest(fps)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Union(ds...)
+	}
+	b.SetBytes(int64(100 * 6000 * 4))
+}
+
+func BenchmarkDigestDecode(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	fps := make([]uint32, 600000)
+	for i := range fps {
+		fps[i] = r.Uint32()
+	}
+	enc := NewDigest(fps).Encode()
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeDigest(enc, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
