@@ -67,6 +67,9 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 		return nil, err
 	}
 	s := &Server{cfg: cfg.Server, log: log, readOnly: map[string]bool{}}
+	if cfg.Server.Federation.Digest {
+		s.ups.digest = newNameDigest()
+	}
 	var exports []storage.Export
 	var rules []auth.ExportRule
 	var locals []fed.LocalExport
@@ -239,6 +242,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		sctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { s.sweeper.run(sctx); close(done) }()
+		defer func() { stop(); <-done }()
+	}
+	if d := s.ups.digest; d != nil {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { d.run(dctx, s.ns, s.fedCfg.DigestRescan, s.log.With("component", "digest")); close(done) }()
 		defer func() { stop(); <-done }()
 	}
 	s.joinServer()

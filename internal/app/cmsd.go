@@ -26,6 +26,9 @@ import (
 // to all of them. Set once parents are joined; nil before.
 type upstreams struct {
 	p atomic.Pointer[[]fed.Upstream]
+	// digest, when set (server.federation.digest), follows every notice
+	// before the parents hear of it (digest.go).
+	digest *nameDigest
 }
 
 func (u *upstreams) set(list []fed.Upstream) { u.p.Store(&list) }
@@ -37,8 +40,15 @@ func (u *upstreams) all() []fed.Upstream {
 	return nil
 }
 
-// notify tells every parent that a file appeared or went.
+// notify tells every parent that a file appeared or went; the digest
+// takes it first, under its lock, so that a digest read after a notice's
+// number includes it.
 func (u *upstreams) notify(path string, present bool) {
+	if d := u.digest; d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.noteLocked(path, present)
+	}
 	for _, x := range u.all() {
 		x.Notify(path, present)
 	}
@@ -79,10 +89,14 @@ func (s *Server) joinServer() {
 	httpParents, managers := config.SplitJoin(s.fedCfg.Join)
 	var list []fed.Upstream
 	if len(httpParents) > 0 {
-		s.joiner = fed.StartJoiner(fed.JoinOptions{
+		jo := fed.JoinOptions{
 			Parents: httpParents, Interval: s.fedCfg.Heartbeat, Token: s.fedCfg.Token,
 			Self: s.self, Log: s.log,
-		})
+		}
+		if s.ups.digest != nil {
+			jo.Digest = s.ups.digest.snapshot
+		}
+		s.joiner = fed.StartJoiner(jo)
 		list = append(list, s.joiner)
 	}
 	for _, m := range managers {

@@ -110,7 +110,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		},
 		ID: c.ID, URL: u, Parents: httpParents, Token: c.Token, AdminToken: c.AdminToken,
 		Labels: c.Labels, Priority: c.Priority, Heartbeat: c.Heartbeat, MissLimit: c.MissLimit,
-		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow,
+		LookupTimeout: c.LookupTimeout, Window: c.AlternatesWindow, StartupWait: c.StartupWait,
 		PositiveTTL: c.PositiveTTL, NegativeTTL: c.NegativeTTL, CacheEntries: c.CacheEntries,
 		Select: c.Select, Prefer: c.Prefer, WriteSelect: c.WriteSelect, Static: static,
 		Software: "wanda " + Version, Log: r.log, Registry: r.reg,

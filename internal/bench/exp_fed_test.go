@@ -47,15 +47,25 @@ func fakeWanda(args []string) int {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "")
 	format := fs.String("log-format", "text", "")
-	var exports, joins multiFlag
+	cfgFile := fs.String("config", "", "")
+	id := fs.String("id", "", "")
+	var exports, joins, labels multiFlag
 	fs.Var(&exports, "export", "")
 	fs.Var(&joins, "join", "")
+	fs.Var(&labels, "label", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := config.Default()
+	if *cfgFile != "" {
+		var err error
+		if cfg, err = config.Load(*cfgFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	cfg.Log.Format = *format
 	log := app.NewLogger(cfg.Log, os.Stderr)
 	ln, err := app.Listen(*listen)
@@ -66,6 +76,14 @@ func fakeWanda(args []string) int {
 	if args[0] == "redirector" {
 		cfg.Redirector.Listen = *listen
 		cfg.Redirector.Join = joins
+		cfg.Redirector.ID = *id
+		for _, l := range labels {
+			k, v, _ := strings.Cut(l, "=")
+			if cfg.Redirector.Labels == nil {
+				cfg.Redirector.Labels = map[string]string{}
+			}
+			cfg.Redirector.Labels[k] = v
+		}
 		rd, err := app.NewRedirector(cfg, log, prometheus.NewRegistry())
 		if err == nil {
 			err = rd.Serve(ctx, ln)
@@ -338,5 +356,46 @@ func TestFedChildURL(t *testing.T) {
 	}
 	if got := childURL(p, "redirector serving"); got != "" {
 		t.Errorf("childURL found %q for a line that is not there", got)
+	}
+}
+
+// fedscale at a small size: every design's steps with no wrong answer,
+// the memory, topology and fault rows.
+func TestFedscaleQuick(t *testing.T) {
+	t.Setenv(fakeWandaEnv, "1") // the redirectors are this binary playing wanda
+	r := fedExecute(t, "fedscale", map[string]string{"members": "20", "sites": "4", "regions": "2", "files": "2000",
+		"rates": "50", "step": "1s", "conns": "8", "ui": "off", "designs": "baseline digests"})
+	rows := r.Rows()
+	for _, design := range []string{"baseline", "digests"} {
+		for _, class := range []string{fsCold, fsWarm, fsMissing, "all"} {
+			got := selectRows(rows, "kind", "step", "design", design, "class", class)
+			if len(got) != 1 {
+				t.Fatalf("%s %s: %d step rows", design, class, len(got))
+			}
+			if e := netFloat(t, got[0], "errors"); e != 0 {
+				t.Errorf("%s %s: %v wrong or failed answers", design, class, e)
+			}
+			if n := netFloat(t, got[0], "answers"); n <= 0 {
+				t.Errorf("%s %s: no answers", design, class)
+			}
+		}
+		for _, kind := range []string{"memory", "topology"} {
+			if len(selectRows(rows, "kind", kind, "design", design)) != 1 {
+				t.Errorf("%s: no %s row", design, kind)
+			}
+		}
+		faults := selectRows(rows, "kind", "fault", "design", design)
+		if len(faults) != 4 {
+			t.Fatalf("%s: %d fault rows, want 4", design, len(faults))
+		}
+		for _, f := range faults {
+			t.Logf("%s: %v after %v s: %v", design, f.Get("fault"), f.Get("seconds"), f.Get("goal"))
+			if g, _ := f.Get("goal").(string); !strings.HasPrefix(g, "met") && !strings.HasPrefix(g, "missed") {
+				t.Errorf("%s %v: goal %q", design, f.Get("fault"), g)
+			}
+		}
+		if g := selectRows(faults, "fault", "the region back")[0].Get("goal"); g != "met (its files found again)" {
+			t.Errorf("%s: the region did not come back: %v", design, g)
+		}
 	}
 }

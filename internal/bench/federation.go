@@ -259,6 +259,7 @@ func startFedRedirector(ctx context.Context, spec fedSpec, name string, parents 
 	rc.Join = parents
 	rc.Heartbeat = spec.Heartbeat
 	rc.ShutdownTimeout = 5 * time.Second
+	rc.StartupWait = 0 // startFederation waits until every member joined
 	if spec.Relay != nil {
 		rc.Advertise = url
 	}

@@ -223,7 +223,7 @@ func Default() Config {
 			},
 			Checksums:       Checksums{OnWrite: []string{"adler32"}},
 			ShutdownTimeout: 30 * time.Second,
-			Federation:      Federation{Heartbeat: 5 * time.Second},
+			Federation:      Federation{Heartbeat: 5 * time.Second, DigestRescan: 10 * time.Minute},
 			XRootD:          XRootD{Enabled: true},
 			BufferMemory:    bufpool.DefaultLimit,
 			OrphanSweep: OrphanSweep{

@@ -34,6 +34,13 @@ type Federation struct {
 	Token string `yaml:"token"`
 	// Heartbeat is the interval until a redirector says otherwise.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// Digest sends the redirectors a digest of the names this server
+	// holds (docs/federation.md, "Digests"): built by walking the exports
+	// at start and every DigestRescan, kept current by what is written
+	// and removed through wanda. A file put into an export directory
+	// behind wanda's back is found after the next walk.
+	Digest       bool          `yaml:"digest"`
+	DigestRescan time.Duration `yaml:"digest_rescan"`
 }
 
 // Redirector is the redirector role.
@@ -60,6 +67,12 @@ type Redirector struct {
 	MissLimit int           `yaml:"miss_limit"`
 	// LookupTimeout bounds a lookup; clients get 503 + Retry-After after it.
 	LookupTimeout time.Duration `yaml:"lookup_timeout"`
+	// StartupWait: for this long after the redirector starts, a name it
+	// cannot find is answered 503 + Retry-After (kXR_wait), not 404: its
+	// members may still be rejoining (cmsd's startup delay, 90 s by
+	// default). 0 (the default): off — members that lost it rejoin
+	// within about a second, and a fresh federation answers at once.
+	StartupWait time.Duration `yaml:"startup_wait"`
 	// AlternatesWindow is how long to wait for more replicas after the
 	// first positive answer (they become Link alternates).
 	AlternatesWindow time.Duration `yaml:"alternates_window"`
@@ -182,6 +195,9 @@ func validateFederation(f Federation, key string) []error {
 	if f.Heartbeat < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("%s.heartbeat: %v is under 100ms", key, f.Heartbeat))
 	}
+	if f.Digest && f.DigestRescan < time.Second {
+		errs = append(errs, fmt.Errorf("%s.digest_rescan: %v is under 1s", key, f.DigestRescan))
+	}
 	return errs
 }
 
@@ -204,6 +220,9 @@ func (c Config) ValidateRedirector() error {
 	}
 	if p := r.Probe; p.Path != "" && (p.Every < time.Second || p.Timeout <= 0) {
 		errs = append(errs, errors.New("redirector.probe: every must be at least 1s and timeout positive"))
+	}
+	if r.StartupWait < 0 {
+		errs = append(errs, errors.New("redirector.startup_wait: must not be negative"))
 	}
 	if r.LookupTimeout < 10*time.Millisecond {
 		errs = append(errs, errors.New("redirector.lookup_timeout: must be at least 10ms"))

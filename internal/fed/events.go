@@ -33,6 +33,9 @@ type Events struct {
 type Event struct {
 	Path    string `json:"path"`
 	Present bool   `json:"present"`
+	// Seq numbers the member's notices (from 1, in order): a digest says
+	// up to which one it includes them (fed.DigestPath).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Validate checks an Events message's bounds and paths.
@@ -82,15 +85,16 @@ var _ Upstream = (*Joiner)(nil)
 // costs a stale cache entry at the parent, which its TTL ends).
 const maxQueuedEvents = 4 * MaxEvents
 
-// Notify queues a notice for every parent (see Upstream).
+// Notify queues a notice for every parent (see Upstream), numbered.
 func (j *Joiner) Notify(path string, present bool) {
+	seq := j.seq.Add(1)
 	for _, p := range j.parents {
 		p.mu.Lock()
 		if len(p.events) >= maxQueuedEvents {
 			p.events = p.events[1:]
 			p.eventsDropped++
 		}
-		p.events = append(p.events, Event{Path: path, Present: present})
+		p.events = append(p.events, Event{Path: path, Present: present, Seq: seq})
 		p.mu.Unlock()
 		select {
 		case p.evKick <- struct{}{}:
@@ -98,6 +102,10 @@ func (j *Joiner) Notify(path string, present bool) {
 		}
 	}
 }
+
+// Seq is the number of the last notice (0: none yet): a digest built
+// after reading it includes every notice up to it.
+func (j *Joiner) Seq() uint64 { return j.seq.Load() }
 
 // eventLoop sends a parent the queued notices, in batches, until ctx ends.
 func (j *Joiner) eventLoop(ctx context.Context, p *parent) {
@@ -119,16 +127,19 @@ func (j *Joiner) eventLoop(ctx context.Context, p *parent) {
 			p.mu.Unlock()
 			if dropped > 0 {
 				j.log.Warn("file notices dropped: the redirector was slower than the changes", "redirector", p.url, "dropped", dropped)
+				j.digestLost(p)
 			}
 			if n == 0 {
 				break
 			}
 			if !joined {
 				// Not a member there (yet): it will ask when it needs to.
+				j.digestLost(p)
 				continue
 			}
 			if err := j.sendEvents(ctx, p.url, batch); err != nil && ctx.Err() == nil {
 				j.log.Debug("file notices not delivered", "redirector", p.url, "events", len(batch), "err", err)
+				j.digestLost(p)
 			}
 		}
 	}

@@ -11,12 +11,17 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // DefaultInterval is the heartbeat interval a Joiner starts with when
 // JoinOptions.Interval is not set, until a redirector names its own.
 const DefaultInterval = 5 * time.Second
+
+// lostRetry is the first wait before asking again a redirector the
+// member lost (it doubles up to the heartbeat interval).
+const lostRetry = 250 * time.Millisecond
 
 // Bounds of an interval adopted from a redirector's reply: a confused or
 // hostile redirector can neither make its members spin nor fall silent.
@@ -39,6 +44,12 @@ type JoinOptions struct {
 	// that load and exports are fresh. The Joiner sets Version, and
 	// Drained from what each redirector last told it.
 	Self func() Member
+	// Digest, when set, is the member's digest of its names (digest.go):
+	// gen changes whenever the digest may have; ok false when the member
+	// cannot vouch for its names (the redirectors then ask it about every
+	// name). It must include every notice numbered up to Seq() as read
+	// before the call.
+	Digest func() (d Digest, gen uint64, ok bool)
 	// Client sends the requests; nil means a client of its own with a 5 s
 	// total timeout per request.
 	Client *http.Client
@@ -83,6 +94,8 @@ type Joiner struct {
 	watchCancel context.CancelFunc
 	watchWG     sync.WaitGroup
 	stopOnce    sync.Once
+	// seq numbers the file notices (events.go).
+	seq atomic.Uint64
 }
 
 type parent struct {
@@ -104,6 +117,13 @@ type parent struct {
 	events        []Event
 	eventsDropped int
 	evKick        chan struct{}
+	// The digest this redirector holds (digest_join.go): the generation
+	// sent, whether it must be sent again (it lost notices, restarted,
+	// or said it holds none), when not before (it refused digests).
+	digestGen   uint64
+	digestSent  bool
+	digestStale bool
+	digestAfter time.Time
 }
 
 // StartJoiner starts one heartbeat loop per parent; each sends its first
@@ -131,6 +151,10 @@ func StartJoiner(opts JoinOptions) *Joiner {
 		j.wg.Add(2)
 		go j.loop(ctx, p)
 		go j.eventLoop(ctx, p)
+		if opts.Digest != nil {
+			j.wg.Add(1)
+			go j.digestLoop(ctx, p)
+		}
 	}
 	return j
 }
@@ -200,12 +224,21 @@ func (j *Joiner) loop(ctx context.Context, p *parent) {
 	t := time.NewTimer(time.Hour)
 	t.Stop() // the first heartbeat goes out now
 	defer t.Stop()
+	// After losing a redirector it had joined, the member asks again
+	// sooner than its interval (from 250 ms, doubling): a restarted
+	// redirector has its members back within a second or so.
+	retry := lostRetry
 	for {
 		if !j.beat(ctx, p) {
 			return
 		}
 		p.mu.Lock()
 		d := p.interval
+		if p.failing && p.everOK {
+			d, retry = min(retry, d), min(2*retry, d)
+		} else {
+			retry = lostRetry
+		}
 		p.mu.Unlock()
 		t.Reset(d)
 		select {
@@ -265,6 +298,10 @@ func (j *Joiner) beat(ctx context.Context, p *parent) bool {
 	}
 	if reply.Drained != p.st.Drained && p.everOK {
 		log.Info("redirector changed drain state", "drained", reply.Drained)
+	}
+	if p.failing || !p.everOK || !reply.Digest {
+		// A redirector that (re)joined us, or holds no digest of ours.
+		p.digestStale = true
 	}
 	p.failing, p.everOK = false, true
 	j.startWatch(p, m.ID, m.Instance)

@@ -113,6 +113,9 @@ type HeartbeatReply struct {
 	// Removed tells the member an admin removed it: it stops sending
 	// heartbeats to this redirector until it restarts.
 	Removed bool `json:"removed,omitempty"`
+	// Digest says the redirector holds a digest of the member's names
+	// (DigestPath): a member that keeps one sends it when this is false.
+	Digest bool `json:"digest,omitempty"`
 }
 
 // Interval is IntervalMS as a duration.
@@ -203,6 +206,9 @@ type MemberStatus struct {
 	Static    bool      `json:"static,omitempty"`
 	Removed   bool      `json:"removed,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// DigestNames is how many names the member's digest holds (0: it
+	// sent none; docs/federation.md, "Digests").
+	DigestNames int `json:"digest_names,omitempty"`
 }
 
 // Node is one redirector or member in GET /api/v1/topology.

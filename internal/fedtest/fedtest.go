@@ -81,6 +81,9 @@ type Options struct {
 	Window time.Duration
 	// PositiveTTL and NegativeTTL: the config defaults when zero.
 	PositiveTTL, NegativeTTL time.Duration
+	// StartupWait is the redirectors' startup_wait (0 here: Start itself
+	// waits until every member joined).
+	StartupWait time.Duration
 	// Prefix is the logical prefix every server exports (DefaultPrefix).
 	Prefix string
 	// Layout is where a server keeps Prefix below its own directory; the
@@ -292,6 +295,7 @@ func (f *Fed) newRedirector(name string, parent *Node, labels map[string]string)
 	r.Heartbeat = o.Heartbeat
 	r.MissLimit = o.MissLimit
 	r.LookupTimeout = o.LookupTimeout
+	r.StartupWait = o.StartupWait
 	if o.Window > 0 {
 		r.AlternatesWindow = o.Window
 	}

@@ -97,7 +97,11 @@ func (r *Redirector) Disconnect(id, instance, why string) {
 // Notify records that member id now has path (present) or not, and
 // tells the parents: a have always, a gone when no other replica of path
 // is known here.
-func (r *Redirector) Notify(id, path string, present bool) {
+func (r *Redirector) Notify(id, path string, present bool) { r.notify(id, path, present, 0) }
+
+// notify is Notify of a member's notice number seq (0: unnumbered), which
+// its digest takes into account.
+func (r *Redirector) notify(id, path string, present bool, seq uint64) {
 	p, err := fed.CleanLogical(path)
 	if err != nil || p == "/" {
 		return
@@ -116,6 +120,7 @@ func (r *Redirector) Notify(id, path string, present bool) {
 	if !covered {
 		return
 	}
+	r.reg.noteDigest(id, seq, p, present)
 	switch {
 	case !present:
 		r.cache.dropReplicaOf(p, id)

@@ -30,6 +30,8 @@ func (r *Redirector) Handler() http.Handler {
 			r.serveWatch(w, req)
 		case p == fed.EventsPath:
 			r.serveEvents(w, req)
+		case p == fed.DigestPath:
+			r.serveDigest(w, req)
 		case p == fed.ClusterPath:
 			r.serveCluster(w, req)
 		case p == "/api/v1/locate":
@@ -138,7 +140,7 @@ func (r *Redirector) serveEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	for _, e := range ev.Events {
-		r.Notify(ev.ID, e.Path, e.Present)
+		r.notify(ev.ID, e.Path, e.Present, e.Seq)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

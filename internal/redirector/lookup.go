@@ -183,6 +183,9 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 		excluded = excluded || len(cands) < n
 	}
 	covered := len(cands) > 0 || excluded
+	// Members whose digest says they do not hold the path are not asked:
+	// their answer is known ("not found").
+	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.absent })
 	var pos []cached
 	var errs []string
 	unknown := false
@@ -211,6 +214,10 @@ func (r *Redirector) resolve(ctx context.Context, q Query, late *sync.WaitGroup)
 		return Result{Status: fed.Found, Replicas: plain(pos), Errors: errs}
 	case unknown:
 		return Result{Status: fed.Unavailable, Errors: errs}
+	}
+	if r.opts.StartupWait > 0 && r.now().Sub(r.started) < r.opts.StartupWait {
+		// Just started: members that hold it may not have rejoined yet.
+		return Result{Status: fed.Unavailable, Errors: append(errs, "this redirector started moments ago: its members are still joining")}
 	}
 	// A complete "no": every member that might have it said so, and the
 	// hierarchy above too. Cached only when nobody was left out.

@@ -70,6 +70,10 @@ type Options struct {
 	// modification time, or not (err nil); nil leaves root:// members
 	// unreachable (every probe fails).
 	ProbeRoot func(ctx context.Context, fileURL string) (size int64, mtime time.Time, found bool, err error)
+	// StartupWait: for this long after New, a lookup that finds nothing
+	// answers "unavailable" (503, kXR_wait), not "not found": members
+	// are still (re)joining (as cmsd's startup delay). 0: none.
+	StartupWait time.Duration
 	// Software is reported to parents.
 	Software string
 	Log      *slog.Logger
@@ -100,6 +104,7 @@ type Redirector struct {
 	done    chan struct{}
 	stopped sync.Once
 	now     func() time.Time
+	started time.Time // for StartupWait
 }
 
 // New builds a redirector; Start begins its background work.
@@ -158,6 +163,7 @@ func New(o Options) (*Redirector, error) {
 		done:  make(chan struct{}),
 		now:   time.Now,
 	}
+	r.started = r.now()
 	for _, p := range o.Prefer {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
@@ -208,6 +214,7 @@ func (r *Redirector) Start() {
 			Interval: r.opts.Heartbeat,
 			Token:    r.opts.Token,
 			Self:     r.self,
+			Digest:   r.Digest,
 			Log:      r.log,
 		})
 	}
@@ -295,7 +302,7 @@ func (r *Redirector) Heartbeat(m fed.Member) fed.HeartbeatReply {
 	return fed.HeartbeatReply{
 		Version: fed.Version, Redirector: r.opts.ID,
 		IntervalMS: r.opts.Heartbeat.Milliseconds(), MissLimit: r.opts.MissLimit,
-		Drained: drained, Removed: removed,
+		Drained: drained, Removed: removed, Digest: r.reg.hasDigest(m.ID, m.Instance),
 	}
 }
 

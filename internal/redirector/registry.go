@@ -22,6 +22,8 @@ type member struct {
 	// suspend), besides an admin's.
 	asker     fed.Asker
 	suspended bool
+	// digest is the member's names (digest.go); nil: it sent none.
+	digest *memberDigest
 }
 
 // out reports a member no client is sent to: drained by an admin, or
@@ -42,6 +44,8 @@ type registry struct {
 	// watchers counts the persistent connections of each member instance
 	// (liveness.go).
 	watchers map[watchKey]int
+	// digestGen changes with any member's digest (digest.go).
+	digestGen uint64
 }
 
 func newRegistry() *registry {
@@ -95,6 +99,9 @@ func (r *registry) heartbeatLocked(m fed.Member, now time.Time) (fresh, changed,
 		rec.drained = old.drained
 		fresh = old.Instance != m.Instance || old.URL != m.URL
 		changed = !slices.Equal(old.exports, rec.exports) || old.Generation != m.Generation
+		if !fresh {
+			rec.digest = old.digest // a restarted member sends its own
+		}
 	}
 	r.members[m.ID] = rec
 	if fresh || changed {
@@ -221,6 +228,8 @@ type candidate struct {
 	failing  bool // a static member whose last probe failed
 	writable bool // a writable export covers the path
 	asker    fed.Asker
+	// absent: the member's digest says it does not hold the path.
+	absent bool
 }
 
 // candidates returns the members whose exports cover path, skipping the
@@ -229,6 +238,7 @@ type candidate struct {
 func (r *registry) candidates(path string, exclude []string, withDrained bool) (out []candidate, excluded bool, gen uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	fp, fpDone := uint32(0), false
 	for _, m := range r.members {
 		covered, writable := false, false
 		for _, e := range m.exports {
@@ -246,6 +256,12 @@ func (r *registry) candidates(path string, exclude []string, withDrained bool) (
 		}
 		c := candidate{Member: m.Member, static: m.static, failing: m.failing, writable: writable, asker: m.asker}
 		c.Drained = m.out()
+		if m.digest != nil {
+			if !fpDone {
+				fp, fpDone = fed.Fingerprint(path), true
+			}
+			c.absent = !m.digest.has(fp)
+		}
 		out = append(out, c)
 	}
 	return out, excluded, r.gen
@@ -258,6 +274,9 @@ func (r *registry) statuses(now time.Time, alive time.Duration) []fed.MemberStat
 	out := make([]fed.MemberStatus, 0, len(r.members))
 	for _, m := range r.members {
 		s := fed.MemberStatus{Member: m.Member, LastSeen: m.lastSeen, Static: m.static, LastError: m.lastErr}
+		if m.digest != nil {
+			s.DigestNames = max(len(m.digest.base)+len(m.digest.events), 1)
+		}
 		s.Exports = m.exports
 		s.Drained = m.out()
 		s.Healthy = !m.failing && (m.static || now.Sub(m.lastSeen) <= alive)

@@ -241,6 +241,8 @@ func StartRedirector(t testing.TB, configure func(*config.Config)) *Redirector {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Redirector.ShutdownTimeout = shutdownTimeout
+	// Tests wait for their members themselves (configure may set it).
+	cfg.Redirector.StartupWait = 0
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)

@@ -72,13 +72,28 @@ func (d *Dashboard) sample(ctx context.Context) {
 
 	reads := make([]counters, len(nodes))
 	errs := make([]string, len(nodes))
+	scraped := make([]bool, len(nodes))
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	now := time.Now()
-	for i, m := range nodes {
+	// At most maxScrapes members a round, taking turns: in a large tree
+	// each member's counters are read every few rounds (its rates span
+	// the time between two reads), and a round stays short.
+	d.mu.Lock()
+	turn := d.turn
+	d.mu.Unlock()
+	budget := min(d.o.MaxScrapes, len(nodes))
+	for k := 0; k < len(nodes) && budget > 0; k++ {
+		i := (turn + k) % len(nodes)
+		m := nodes[i]
 		if !m.node.Healthy || m.node.URL == "" {
 			continue
 		}
+		budget--
+		scraped[i] = true
+		d.mu.Lock()
+		d.turn = i + 1
+		d.mu.Unlock()
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -118,13 +133,20 @@ func (d *Dashboard) sample(ctx context.Context) {
 				}
 			}
 		}
-		if m.node.Healthy && errs[i] == "" {
+		switch {
+		case !scraped[i]:
+			if old != nil {
+				m.scrape = old.scrape // not its turn: as last read
+			}
+		case m.node.Healthy && errs[i] == "":
 			m.samples = append(m.samples, reads[i])
 			if len(m.samples) > d.o.Keep {
 				m.samples = m.samples[len(m.samples)-d.o.Keep:]
 			}
+			m.scrape = ""
+		default:
+			m.scrape = errs[i]
 		}
-		m.scrape = errs[i]
 		d.members[url] = m
 	}
 	// A member gone from the tree was dropped by its redirector (no

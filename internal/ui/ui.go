@@ -49,6 +49,9 @@ type Options struct {
 	// samples the charts show (default 120: ten minutes).
 	Every time.Duration
 	Keep  int
+	// MaxScrapes bounds the members whose /metrics a round reads
+	// (default 64): in a larger tree they take turns.
+	MaxScrapes int
 	Log   *slog.Logger
 	// Probes, when set, is the sites' probe results (the Sites table
 	// shows them; a failed probe fails its site).
@@ -69,6 +72,11 @@ type Dashboard struct {
 	// busy is held by whoever samples (Run, or a page finding the last
 	// sample old): one at a time.
 	busy sync.Mutex
+	// turn is where the next round's scrapes start (sample.go).
+	turn int
+	// runCtx is Run's context: a page's refresh samples under it, in the
+	// background, once there is a sample to show meanwhile.
+	runCtx context.Context
 }
 
 // Failure is a member turning unhealthy, with the reason known then.
@@ -90,6 +98,9 @@ func New(o Options) *Dashboard {
 	if o.Every <= 0 {
 		o.Every = 5 * time.Second
 	}
+	if o.MaxScrapes <= 0 {
+		o.MaxScrapes = 64
+	}
 	if o.Keep <= 0 {
 		o.Keep = 120
 	}
@@ -103,6 +114,9 @@ func New(o Options) *Dashboard {
 // the last sample is over a second old samples first (fresh): the tree
 // shows a member's fall as soon as the redirector knows it.
 func (d *Dashboard) Run(ctx context.Context) {
+	d.mu.Lock()
+	d.runCtx = ctx
+	d.mu.Unlock()
 	t := time.NewTicker(d.o.Every)
 	defer t.Stop()
 	for {
@@ -144,18 +158,29 @@ func (d *Dashboard) Handler() http.Handler {
 }
 
 // fresh samples when the last sample is over a second old and nobody
-// else is sampling (a second page waits for nobody), within a second.
+// else is sampling: within a second before answering when there is no
+// sample yet, in the background (under Run's context) otherwise, so that
+// a page never waits for a round over a large tree.
 func (d *Dashboard) fresh(ctx context.Context) {
 	d.mu.Lock()
-	old := time.Since(d.sampled) > time.Second
+	none, old, bg := d.sampled.IsZero(), time.Since(d.sampled) > time.Second, d.runCtx
 	d.mu.Unlock()
 	if !old || !d.busy.TryLock() {
 		return
 	}
-	defer d.busy.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	d.sample(ctx)
+	if none || bg == nil {
+		defer d.busy.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		d.sample(ctx)
+		return
+	}
+	go func() {
+		defer d.busy.Unlock()
+		ctx, cancel := context.WithTimeout(bg, d.o.Every)
+		defer cancel()
+		d.sample(ctx)
+	}()
 }
 
 // readOnly refuses what is not a GET or HEAD (false) and sets the

@@ -15,7 +15,8 @@ function render(st) {
     cell(tr, rate(s.out_bytes_per_s));
     cell(tr, rate(s.in_bytes_per_s));
   });
-  fill("members", st.members, (tr, m) => {
+  fill("members", memberRows(st.members), (tr, m) => {
+    if (m.group) return groupRow(tr, m);
     tr.dataset.url = m.url;
     tr.dataset.status = m.status;
     const name = cell(tr, m.url, "url");
@@ -56,6 +57,67 @@ function render(st) {
     cell(tr, f.reason);
   });
 }
+
+// A tree of more than groupAt nodes lists each site's data members under
+// one row (its count and health), opened with a click: the redirectors
+// and every site are always shown, a thousand servers are not laid out
+// every two seconds.
+const groupAt = 200;
+const opened = new Set();
+let shown = 0;
+
+function memberRows(members) {
+  shown = 0;
+  if (members.length <= groupAt) {
+    shown = members.length;
+    return members;
+  }
+  const out = [], groups = new Map();
+  for (const m of members) {
+    if (m.role === "redirector" || !m.site) {
+      out.push(m);
+      shown++;
+      continue;
+    }
+    let g = groups.get(m.site + "\x00" + m.parent);
+    if (!g) {
+      g = {group: true, site: m.site, depth: m.depth, members: [], failed: 0, drained: 0};
+      groups.set(m.site + "\x00" + m.parent, g);
+      out.push(g);
+    }
+    g.members.push(m);
+    if (m.status === "failed") g.failed++;
+    if (m.status === "drained") g.drained++;
+    shown++;
+    if (opened.has(m.site)) out.push(m);
+  }
+  return out;
+}
+
+function groupRow(tr, g) {
+  tr.className = "group";
+  tr.dataset.site = g.site;
+  tr.dataset.members = g.members.length;
+  const c = cell(tr, (opened.has(g.site) ? "▾ " : "▸ ") + g.members.length + " members of " + g.site, "url");
+  c.style.paddingLeft = (0.5 + 1.5 * g.depth) + "em";
+  c.colSpan = 3;
+  const ok = g.members.length - g.failed - g.drained;
+  cell(tr, ok + " ok" + (g.failed ? ", " + g.failed + " failed" : "") + (g.drained ? ", " + g.drained + " drained" : ""),
+    "status " + (g.failed ? "failed" : "ok"));
+}
+
+// One listener for the table: its rows are laid out anew at every refresh.
+document.getElementById("members").addEventListener("click", (e) => {
+  const tr = e.target.closest("tr.group");
+  if (!tr) return;
+  const site = tr.dataset.site;
+  if (opened.has(site)) opened.delete(site); else opened.add(site);
+  refresh();
+});
+
+// uiMembers is how many nodes of the tree the page shows (a group
+// row counts its members).
+function uiMembers() { return shown; }
 
 let charts = 0;
 async function refresh() {
