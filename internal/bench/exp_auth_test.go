@@ -55,19 +55,7 @@ func TestAuthQuick(t *testing.T) {
 		}
 		return out
 	}
-	num := func(row bench.Row, col string) float64 {
-		t.Helper()
-		switch v := row.Get(col).(type) {
-		case float64:
-			return v
-		case int:
-			return float64(v)
-		case int64:
-			return float64(v)
-		}
-		t.Fatalf("row %v: no number in %s", row.Vals, col)
-		return 0
-	}
+	num := func(row bench.Row, col string) float64 { t.Helper(); return rowNum(t, row, col) }
 	for _, target := range []string{"anonymous", "anonymous + header of the token's size", "token", "refused token (401)"} {
 		got := get("small GETs", target)
 		if len(got) != 1 {

@@ -25,17 +25,7 @@ func TestCacheClusterQuick(t *testing.T) {
 		"caches": "1 2", "files": "20", "file_size": "1MiB", "cache_size": "16MiB", "passes": "2",
 		"clients": "2", "duration": "500ms", "rtt": "2ms", "hot": "0.25",
 	})
-	num := func(row bench.Row, col string) float64 {
-		t.Helper()
-		switch v := row.Get(col).(type) {
-		case float64:
-			return v
-		case int:
-			return float64(v)
-		}
-		t.Fatalf("row %v: no number in %s", row.Vals, col)
-		return 0
-	}
+	num := func(row bench.Row, col string) float64 { t.Helper(); return rowNum(t, row, col) }
 	totals := map[string]float64{}
 	seen := map[string]int{}
 	for _, row := range r.Rows() {

@@ -350,27 +350,6 @@ func fedMembers(ctx context.Context, hc *http.Client, base string) ([]fed.Member
 	return ms, err
 }
 
-// getJSON GETs url with hc and decodes its JSON answer into v.
-func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return statusErr("GET", url, resp.StatusCode, string(b))
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	return nil
-}
-
 // errStatus is a non-success HTTP answer in the experiments' own clients.
 var errStatus = errors.New("unexpected HTTP status")
 
@@ -383,26 +362,50 @@ func statusErr(method, url string, code int, body string) error {
 	return fmt.Errorf("%s %s: %d %s: %w", method, url, code, body, errStatus)
 }
 
-// getInto GETs url with hc (following its redirects) and copies the body
-// into w; an answer other than 200 is a statusErr with the start of its
-// body, a body cut short an error that says after how many bytes.
-func getInto(ctx context.Context, hc *http.Client, url string, w io.Writer) (int64, error) {
+// openGet GETs url with hc (following its redirects) and returns the
+// body of a 200 answer; any other answer is a statusErr with the start of
+// its body.
+func openGet(ctx context.Context, hc *http.Client, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, statusErr("GET", url, resp.StatusCode, string(b))
+		resp.Body.Close()
+		return nil, statusErr("GET", url, resp.StatusCode, string(b))
 	}
-	n, err := io.Copy(w, resp.Body)
+	return resp.Body, nil
+}
+
+// getInto is openGet copying the body into w; a body cut short is an
+// error that says after how many bytes.
+func getInto(ctx context.Context, hc *http.Client, url string, w io.Writer) (int64, error) {
+	body, err := openGet(ctx, hc, url)
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	n, err := io.Copy(w, body)
 	if err != nil {
 		return n, fmt.Errorf("GET %s: after %d bytes: %w", url, n, err)
 	}
 	return n, nil
+}
+
+// getJSON is openGet decoding the JSON answer into v.
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
+	body, err := openGet(ctx, hc, url)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if err := json.NewDecoder(body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
 }

@@ -218,19 +218,12 @@ func procStatusKiB(pid int, keys ...string) ([]int64, error) {
 // scrapeGauge reads one unlabelled-by-us gauge (the first sample of
 // metric) from a role's /metrics.
 func scrapeGauge(ctx context.Context, hc *http.Client, base, metric string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	body, err := openGet(ctx, hc, base+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, statusErr("GET", base+"/metrics", resp.StatusCode, "")
-	}
-	sc := bufio.NewScanner(resp.Body)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

@@ -32,3 +32,18 @@ func executeQuick(t *testing.T, name string, limit time.Duration, set map[string
 	}
 	return r, out
 }
+
+// rowNum is a numeric column of a row; a row without it fails the test.
+func rowNum(t *testing.T, row bench.Row, col string) float64 {
+	t.Helper()
+	switch v := row.Get(col).(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	}
+	t.Fatalf("row %v: no number in %s", row.Vals, col)
+	return 0
+}
