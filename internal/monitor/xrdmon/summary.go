@@ -62,7 +62,9 @@ func (w *XMLWriter) Start(name string, attrs ...string) {
 }
 
 // Stats opens a section: <stats id="id">.
-func (w *XMLWriter) Stats(id string, attrs ...string) { w.Start("stats", append([]string{"id", id}, attrs...)...) }
+func (w *XMLWriter) Stats(id string, attrs ...string) {
+	w.Start("stats", append([]string{"id", id}, attrs...)...)
+}
 
 // End closes an element.
 func (w *XMLWriter) End(name string) {
