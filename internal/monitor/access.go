@@ -54,7 +54,7 @@ type Access struct {
 	session                      *Session
 	ops                          *ops // request sizes, when a stream needs them
 
-	mu   sync.Mutex
+	mu    sync.Mutex
 	rec   Record // the static parts
 	live  func() (read, written int64)
 	cache CacheStater // a cache's file, for the streams

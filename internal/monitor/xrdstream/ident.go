@@ -17,9 +17,9 @@ import (
 // port, instance and program, stable across restarts, as XRootD's
 // fingerprint is), its decimal form in every user ident, the start time.
 type identity struct {
-	sid   int64
-	key   string
-	stod  int32
+	sid    int64
+	key    string
+	stod   int32
 	server string // the '=' record's text
 }
 

@@ -76,8 +76,8 @@ type Options struct {
 	// Who sends: host, port, program ("wanda"), version, instance name
 	// ("anon"), site (XRDSITE). They make the server id collectors key
 	// on.
-	Host                              string
-	Port                              int
+	Host                             string
+	Port                             int
 	Program, Version, Instance, Site string
 	// Start is the server's start time (default now).
 	Start time.Time

@@ -37,12 +37,12 @@ type ReporterOptions struct {
 	// (statfs), with their logical names.
 	Paths []Path
 	// Who reports (as Options).
-	Host                              string
-	Port                              int
+	Host                             string
+	Port                             int
 	Program, Version, Instance, Site string
-	Start                             time.Time
-	Metrics                           *metrics.XRootDMonitor
-	Log                               *slog.Logger
+	Start                            time.Time
+	Metrics                          *metrics.XRootDMonitor
+	Log                              *slog.Logger
 }
 
 // Path is an exported directory: its logical prefix and local path.
