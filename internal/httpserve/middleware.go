@@ -90,6 +90,10 @@ type Records struct {
 	Sink monitor.Sink
 	// Skip exempts requests that are not file accesses (APIs).
 	Skip func(r *http.Request) bool
+	// Sessions gives the records of one connection a monitoring session
+	// (nil: none); the http.Server must use its ConnContext and
+	// ConnState.
+	Sessions *Sessions
 }
 
 // MiddlewareWithRecords is Middleware that also writes a record of each
