@@ -49,11 +49,11 @@ func (s *Stream) send(pkt []byte) {
 		return
 	}
 	code := pkt[0]
-	for i, c := range s.conns {
+	for i, d := range s.dests {
 		k := seqKey{i, code}
 		xrdmon.SetSeq(pkt, s.seq[k])
 		s.seq[k]++
-		if _, err := c.Write(pkt); err != nil {
+		if _, err := s.conn.WriteToUDP(pkt, d); err != nil {
 			s.dropped("send_error", 1)
 			if now := time.Now(); now.Sub(s.lastErr) >= time.Minute {
 				s.lastErr = now

@@ -101,9 +101,11 @@ type Stream struct {
 	q     chan monitor.Event
 	stop  chan struct{}
 	done  chan struct{}
-	once  sync.Once
-	dicts atomic.Uint32
-	conns []net.Conn
+	once      sync.Once
+	startOnce sync.Once
+	dicts     atomic.Uint32
+	conn  *net.UDPConn
+	dests []*net.UDPAddr
 	now   func() time.Time
 
 	id identity
@@ -188,16 +190,24 @@ func New(o Options) (*Stream, error) {
 		hosts: newHostCache(o.Resolve), seq: map[seqKey]uint8{},
 	}
 	s.id = newIdentity(o)
-	for _, d := range o.Dests {
-		c, err := net.Dial("udp", d)
-		if err != nil {
-			s.closeConns()
-			return nil, fmt.Errorf("xrootd monitoring destination %s: %w", d, err)
-		}
-		s.conns = append(s.conns, c)
+	var err error
+	if s.conn, s.dests, err = openUDP(o.Dests); err != nil {
+		return nil, fmt.Errorf("xrootd monitoring: %w", err)
 	}
-	go s.run()
 	return s, nil
+}
+
+// Start starts sending, as host:port (the role's address, known once it
+// listens: it names the server in every stream). Events before Start
+// wait in the queue.
+func (s *Stream) Start(host string, port int) {
+	s.startOnce.Do(func() {
+		if host != "" {
+			s.o.Host, s.o.Port = host, port
+		}
+		s.id = newIdentity(s.o)
+		go s.run()
+	})
 }
 
 // SID is the server id the streams carry (its low 48 bits).
@@ -224,8 +234,13 @@ func (s *Stream) Event(e monitor.Event) bool {
 	}
 }
 
-// Close sends what is queued and buffered and stops.
+// Close sends what is queued and buffered and stops (a Stream never
+// started sends nothing).
 func (s *Stream) Close() {
+	s.startOnce.Do(func() {
+		s.closeConns()
+		close(s.done)
+	})
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
 }
@@ -236,10 +251,25 @@ func (s *Stream) dropped(reason string, n int) {
 	}
 }
 
-func (s *Stream) closeConns() {
-	for _, c := range s.conns {
-		c.Close()
+func (s *Stream) closeConns() { s.conn.Close() }
+
+// openUDP resolves the destinations and opens one unconnected socket to
+// send to them all: a collector that is down (an ICMP error) costs the
+// packets sent to it, not the next ones.
+func openUDP(dests []string) (*net.UDPConn, []*net.UDPAddr, error) {
+	var addrs []*net.UDPAddr
+	for _, d := range dests {
+		a, err := net.ResolveUDPAddr("udp", d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("destination %s: %w", d, err)
+		}
+		addrs = append(addrs, a)
 	}
+	c, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, addrs, nil
 }
 
 func (s *Stream) run() {
@@ -415,13 +445,16 @@ func (s *Stream) userInfo(sess *monitor.Session) string {
 	if ap, err := netipAddr(sess.Client); err == nil && !ap.Unmap().Is4() {
 		ipv = "6"
 	}
-	if !s.o.Auth {
+	prot, who := sess.User()
+	// As XRootD: the authentication is told (with auth) of a root://
+	// client that authenticated and of every HTTP one; otherwise only
+	// what the client said at login.
+	if !s.o.Auth || (who == "" && sess.Protocol == "xroot") {
 		if sess.Login == "" {
 			return ""
 		}
 		return sess.Login + "&I=" + ipv
 	}
-	prot, who := sess.User()
 	if prot == "" {
 		prot = sess.Protocol
 	}

@@ -28,6 +28,7 @@ func newStream(t *testing.T, o xrdstream.Options) (*monitor.Recorder, *xrdstream
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Start("", 0)
 	r, err := monitor.New(monitor.Options{Role: "server", Streams: []monitor.Stream{s}, Progress: -1})
 	if err != nil {
 		t.Fatal(err)

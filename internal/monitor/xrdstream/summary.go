@@ -51,7 +51,8 @@ type Path struct{ Logical, Local string }
 // Reporter sends a summary every interval, from its own goroutine.
 type Reporter struct {
 	o     ReporterOptions
-	conns []net.Conn
+	conn  *net.UDPConn
+	dests []*net.UDPAddr
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
@@ -82,15 +83,9 @@ func NewReporter(o ReporterOptions) (*Reporter, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &Reporter{o: o, stop: make(chan struct{}), done: make(chan struct{})}
-	for _, d := range o.Dests {
-		c, err := net.Dial("udp", d)
-		if err != nil {
-			for _, c := range r.conns {
-				c.Close()
-			}
-			return nil, fmt.Errorf("xrootd summary destination %s: %w", d, err)
-		}
-		r.conns = append(r.conns, c)
+	var err error
+	if r.conn, r.dests, err = openUDP(o.Dests); err != nil {
+		return nil, fmt.Errorf("xrootd summary: %w", err)
 	}
 	go r.run()
 	return r, nil
@@ -104,11 +99,7 @@ func (r *Reporter) Close() {
 
 func (r *Reporter) run() {
 	defer close(r.done)
-	defer func() {
-		for _, c := range r.conns {
-			c.Close()
-		}
-	}()
+	defer r.conn.Close()
 	t := time.NewTicker(r.o.Every)
 	defer t.Stop()
 	for {
@@ -122,8 +113,8 @@ func (r *Reporter) run() {
 }
 
 func (r *Reporter) send(doc []byte) {
-	for i, c := range r.conns {
-		if _, err := c.Write(doc); err != nil {
+	for i, d := range r.dests {
+		if _, err := r.conn.WriteToUDP(doc, d); err != nil {
 			if r.o.Metrics != nil {
 				r.o.Metrics.Dropped.WithLabelValues("send_error").Inc()
 			}
