@@ -55,7 +55,7 @@ func (w *XMLWriter) Start(name string, attrs ...string) {
 		w.B = append(w.B, ' ')
 		w.B = append(w.B, attrs[i]...)
 		w.B = append(w.B, '=', '"')
-		w.B = appendEscaped(w.B, attrs[i+1])
+		w.B = appendEscaped(w.B, attrs[i+1], true)
 		w.B = append(w.B, '"')
 	}
 	w.B = append(w.B, '>')
@@ -73,8 +73,9 @@ func (w *XMLWriter) End(name string) {
 	w.B = append(w.B, '>')
 }
 
-// Text appends escaped character data.
-func (w *XMLWriter) Text(s string) { w.B = appendEscaped(w.B, s) }
+// Text appends escaped character data (quotes stay: XRootD writes
+// paths as "/x" in its text, and mpxstats prints them as they are).
+func (w *XMLWriter) Text(s string) { w.B = appendEscaped(w.B, s, false) }
 
 // Leaf appends <name>value</name>.
 func (w *XMLWriter) Leaf(name, value string) {
@@ -90,10 +91,26 @@ func (w *XMLWriter) Int(name string, v int64) {
 	w.End(name)
 }
 
-func appendEscaped(b []byte, s string) []byte {
-	var buf bytes.Buffer
-	_ = xml.EscapeText(&buf, []byte(s))
-	return append(b, buf.Bytes()...)
+// appendEscaped escapes &, < and > (and " in an attribute); a control
+// character becomes a space.
+func appendEscaped(b []byte, s string, attr bool) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '&':
+			b = append(b, "&amp;"...)
+		case c == '<':
+			b = append(b, "&lt;"...)
+		case c == '>':
+			b = append(b, "&gt;"...)
+		case c == '"' && attr:
+			b = append(b, "&quot;"...)
+		case c < 0x20:
+			b = append(b, ' ')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }
 
 // KV is one value of a flattened summary.
