@@ -97,16 +97,16 @@ type Options struct {
 
 // Stream is a monitor.Stream that sends XRootD's detailed streams.
 type Stream struct {
-	o     Options
-	q     chan monitor.Event
-	stop  chan struct{}
-	done  chan struct{}
+	o         Options
+	q         chan monitor.Event
+	stop      chan struct{}
+	done      chan struct{}
 	once      sync.Once
 	startOnce sync.Once
 	dicts     atomic.Uint32
-	conn  *net.UDPConn
-	dests []*net.UDPAddr
-	now   func() time.Time
+	conn      *net.UDPConn
+	dests     []*net.UDPAddr
+	now       func() time.Time
 
 	id identity
 	// Owned by the run goroutine.
