@@ -288,17 +288,17 @@ func minMax(lo, hi *atomic.Int64, v int64) {
 }
 
 // CacheState is a cached file's state, for XRootD's cache monitoring:
-// its block size, its blocks, those on the cache's disk, its accesses.
+// its block size, its blocks, those on the cache's disk.
 type CacheState struct {
 	BlockSize       int64
 	Blocks, Present int
-	Accesses        int64
 }
 
 // CacheStater is a cache's file that tells its state (the cache role's
-// files).
+// files; plain values, so that the cache needs no import of this
+// package).
 type CacheStater interface {
-	CacheState() CacheState
+	CacheBlocks() (blockSize int64, blocks, present int)
 }
 
 // CacheFile keeps f, a cache's open file, for the streams to ask its
@@ -327,6 +327,7 @@ func (a *Access) CacheBlocks() *CacheState {
 	if cs == nil {
 		return nil
 	}
-	st := cs.CacheState()
+	var st CacheState
+	st.BlockSize, st.Blocks, st.Present = cs.CacheBlocks()
 	return &st
 }

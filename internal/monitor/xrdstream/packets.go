@@ -199,6 +199,9 @@ func (s *Stream) flushG(now time.Time) {
 // cacheEvent is XCache's g-stream record of a file's detach (its
 // "file_close" event): the bytes served from the cache's disk (hit),
 // fetched upstream (miss) and passed through (bypass), the file's blocks.
+// XCache sends one when a file's last client detaches, with the count
+// of its accesses; wanda sends one per access (access_cnt 1), which a
+// collector sums the same way.
 type cacheEvent struct {
 	Event     string   `json:"event"`
 	LFN       string   `json:"lfn"`
@@ -221,7 +224,7 @@ func (s *Stream) cacheRecord(e monitor.Event, rec *monitor.Record) []byte {
 		AccessCnt: 1, AttachT: rec.Start.Unix(), DetachT: rec.End.Unix(), Remotes: s.o.Remotes,
 		BHit: rec.CacheHitBytes, BMiss: rec.CacheMissBytes}
 	if cs := e.Access.CacheBlocks(); cs != nil {
-		ev.BlkSize, ev.NBlks, ev.NBlksDone, ev.AccessCnt = cs.BlockSize, cs.Blocks, cs.Present, max(cs.Accesses, 1)
+		ev.BlkSize, ev.NBlks, ev.NBlksDone = cs.BlockSize, cs.Blocks, cs.Present
 	} else if ev.BlkSize > 0 {
 		ev.NBlks = int((ev.Size + ev.BlkSize - 1) / ev.BlkSize)
 	}

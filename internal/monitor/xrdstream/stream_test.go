@@ -39,9 +39,7 @@ func newStream(t *testing.T, o xrdstream.Options) (*monitor.Recorder, *xrdstream
 
 type cacheFile struct{}
 
-func (cacheFile) CacheState() monitor.CacheState {
-	return monitor.CacheState{BlockSize: 1 << 20, Blocks: 3, Present: 2, Accesses: 4}
-}
+func (cacheFile) CacheBlocks() (int64, int, int) { return 1 << 20, 3, 2 }
 
 // A root:// session with a read (reads, a readv) and an upload, an HTTP
 // connection with a GET of a cached file, a redirection: every stream
@@ -139,7 +137,7 @@ func TestStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ev["event"] != "file_close" || ev["lfn"] != "/cached/f" || ev["b_hit"] != float64(1<<20) || ev["b_miss"] != float64(1<<20) ||
-		ev["n_blks"] != float64(3) || ev["n_blks_done"] != float64(2) || ev["blk_size"] != float64(1<<20) {
+		ev["n_blks"] != float64(3) || ev["n_blks_done"] != float64(2) || ev["access_cnt"] != float64(1) || ev["blk_size"] != float64(1<<20) {
 		t.Errorf("g-stream record: %v", ev)
 	}
 	rr := v.Redirects[0]
