@@ -57,3 +57,65 @@ records:
 		t.Errorf("the redirector's validation does not check records: %v", err)
 	}
 }
+
+func TestMonitoringConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	y := `server:
+  exports: [{prefix: /store, path: ` + dir + `}]
+monitoring:
+  xrootd:
+    destinations: [collector.example:9930, 127.0.0.1:9931]
+    report: [127.0.0.1:9932]
+    report_interval: 2s
+    fstat_interval: 1s
+    flush: 1s
+    xfr: 5
+    io: true
+    auth: false
+  srr:
+    path: /srr
+    vos: [cms]
+    shares: [{name: user, path: /store/user, quota: 10GiB}]
+`
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Monitoring.XRootD
+	if !m.Enabled() || len(m.Destinations) != 2 || m.Report[0] != "127.0.0.1:9932" || m.ReportInterval != 2*time.Second ||
+		m.FStatInterval != time.Second || !m.IO || m.Auth || !m.FStat || !m.User || !m.LFN || m.Queue != 10000 {
+		t.Errorf("monitoring.xrootd: %+v", m)
+	}
+	s := c.Monitoring.SRR
+	if s.Path != "/srr" || s.Shares[0].Quota != 10<<30 || s.Interval != 5*time.Minute || s.QualityLevel != "production" {
+		t.Errorf("monitoring.srr: %+v", s)
+	}
+	if Default().Monitoring.XRootD.Enabled() {
+		t.Error("XRootD monitoring on by default")
+	}
+	bad := c
+	bad.Monitoring.XRootD.Destinations = []string{"nohostport"}
+	bad.Monitoring.XRootD.Report = []string{"h:99999"}
+	bad.Monitoring.XRootD.FStatInterval = time.Millisecond
+	bad.Monitoring.SRR.Path = "srr"
+	bad.Monitoring.SRR.QualityLevel = "great"
+	bad.Monitoring.SRR.Shares = []SRRShare{{Name: "x", Path: "rel"}}
+	err = bad.Validate()
+	for _, want := range []string{"monitoring.xrootd.destinations[0]", "monitoring.xrootd.report[0]", "fstat_interval",
+		"monitoring.srr.path", "quality_level", "monitoring.srr.shares[0]"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate: %v, want %s", err, want)
+		}
+	}
+	// An unknown key names itself.
+	if err := DecodeStrict([]byte("monitoring:\n  xrootd:\n    fstats: true\n"), &c); err == nil || !strings.Contains(err.Error(), "fstats") {
+		t.Errorf("unknown key: %v", err)
+	}
+}

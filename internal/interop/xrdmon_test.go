@@ -20,6 +20,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/monitor/xrdmon"
 	"github.com/wanda-fed/wanda/internal/monitor/xrdmontest"
+	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
@@ -341,5 +342,59 @@ func TestMpxstatsReadsWandaSummary(t *testing.T) {
 	}
 	if s := stderr.String(); s != "" {
 		t.Logf("mpxstats stderr: %s", s)
+	}
+}
+
+// The contract: --monitor-udp HOST:PORT (repeatable) and --report-udp
+// HOST:PORT on the server, cache and redirector roles of the built
+// binary; GET /.well-known/srr on each.
+func TestMonitoringBinaryFlags(t *testing.T) {
+	exe := wandaBinary(t)
+	requireTool(t, "curl")
+	dir := t.TempDir()
+	monitorData(t, dir)
+	a, b, sum := xrdmontest.Listen(t), xrdmontest.Listen(t), xrdmontest.Listen(t)
+	flags := func(cols ...*xrdmontest.Collector) []string {
+		var f []string
+		for _, c := range cols {
+			f = append(f, "--monitor-udp", c.Addr())
+		}
+		return append(f, "--report-udp", sum.Addr())
+	}
+	srv := testproc.StartExe(t, exe, cleanEnv(), append([]string{"server", "--listen", "127.0.0.1:0", "--log-format", "json",
+		"--export", "/=" + dir}, flags(a, b)...)...)
+	rdr := testproc.StartExe(t, exe, cleanEnv(), append([]string{"redirector", "--listen", "127.0.0.1:0", "--log-format", "json",
+		"--member", srv.URL + "=/data"}, flags(a)...)...)
+	cch := testproc.StartExe(t, exe, cleanEnv(), append([]string{"cache", "--listen", "127.0.0.1:0", "--log-format", "json",
+		"--upstream", srv.URL, "--dir", t.TempDir()}, flags(b)...)...)
+	if r := curl(t, srv.URL+"/data/web.txt"); r.Status != 200 {
+		t.Fatalf("server GET: %d", r.Status)
+	}
+	if r := curl(t, rdr.URL+"/data/web.txt"); r.Status != 307 {
+		t.Fatalf("redirector GET: %d", r.Status)
+	}
+	if r := curl(t, cch.URL+"/data/web.txt"); r.Status != 200 {
+		t.Fatalf("cache GET: %d", r.Status)
+	}
+	for _, col := range []*xrdmontest.Collector{a, b} {
+		xrdmontest.Wait(t, 30*time.Second, "the server's user and identification", func() bool {
+			v := col.View()
+			return v.Server != nil && len(v.Users) > 0
+		})
+	}
+	// The defaults flush the file stream every minute: the redirector's
+	// redirection and the cache's records come at their flush, on Stop.
+	rdr.Stop()
+	cch.Stop()
+	xrdmontest.Wait(t, 30*time.Second, "the redirection", func() bool { return len(a.View().Redirects) > 0 })
+	xrdmontest.Wait(t, 30*time.Second, "the cache's access", func() bool { return len(b.View().GLines) > 0 })
+	for _, u := range []string{srv.URL} {
+		r := curl(t, u+"/.well-known/srr")
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"implementation": "wanda"`) {
+			t.Errorf("%s/.well-known/srr: %d %s", u, r.Status, r.Body)
+		}
+	}
+	if errs := append(a.Errors(), b.Errors()...); len(errs) > 0 {
+		t.Errorf("undecodable packets: %v", errs)
 	}
 }
