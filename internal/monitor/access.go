@@ -52,7 +52,10 @@ type Access struct {
 	opened                       atomic.Bool  // Opened was called
 	closeLost                    atomic.Bool  // a stream dropped its close
 	session                      *Session
-	ops                          *ops // request sizes, when a stream needs them
+	trackOps                     bool // a stream needs the request sizes
+	ops                          ops
+	// final is the record at End, for the streams.
+	final Record
 
 	mu    sync.Mutex
 	rec   Record // the static parts
@@ -67,7 +70,7 @@ func (a *Access) Read(n int64) {
 	}
 	a.reads.Add(1)
 	a.readBytes.Add(n)
-	if a.ops != nil {
+	if a.trackOps {
 		minMax(&a.ops.rdMin, &a.ops.rdMax, n)
 	}
 }
@@ -80,7 +83,7 @@ func (a *Access) ReadV(segs int, n int64) {
 	a.readvs.Add(1)
 	a.readvSegs.Add(int64(segs))
 	a.readvByte.Add(n)
-	if a.ops != nil {
+	if a.trackOps {
 		minMax(&a.ops.rvMin, &a.ops.rvMax, n)
 		minMax(&a.ops.rsMin, &a.ops.rsMax, int64(segs))
 	}
@@ -96,7 +99,7 @@ func (a *Access) Write(n int64) {
 	}
 	a.writes.Add(1)
 	a.writeBytes.Add(n)
-	if a.ops != nil {
+	if a.trackOps {
 		minMax(&a.ops.wrMin, &a.ops.wrMax, n)
 	}
 }

@@ -125,9 +125,7 @@ func (r *Recorder) SetServer(u string) { r.server.Store(&u) }
 // Start implements Sink.
 func (r *Recorder) Start(b Begin) *Access {
 	a := &Access{r: r, id: r.ids.Add(1), start: b.Start, session: b.Session}
-	if r.needs.Ops {
-		a.ops = &ops{}
-	}
+	a.trackOps = r.needs.Ops
 	if a.start.IsZero() {
 		a.start = r.now()
 	}
@@ -167,24 +165,27 @@ func (r *Recorder) end(a *Access) {
 		sh.mu.Unlock()
 	}
 	now := r.now()
-	rec := a.snapshot(now, false)
-	if r.records() {
-		r.enqueue(rec)
-	}
 	if len(r.o.Streams) == 0 {
+		r.enqueue(a.snapshot(now, false))
 		return
+	}
+	// The final record stays in the access: the streams read it there
+	// (no copy on the heap per access).
+	a.final = a.snapshot(now, false)
+	if r.records() {
+		r.enqueue(a.final)
 	}
 	switch {
 	case a.opened.Load():
-		e := Event{Kind: EventClose, Time: now, Session: a.session, Access: a, Record: &rec}
-		if a.ops != nil {
+		e := Event{Kind: EventClose, Time: now, Session: a.session, Access: a, Record: &a.final}
+		if a.trackOps {
 			e.Ops = a.ops.snapshot()
 		}
 		if !r.offer(e) {
 			a.closeLost.Store(true)
 		}
-	case rec.Result == ResultRedirect:
-		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Record: &rec})
+	case a.final.Result == ResultRedirect:
+		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a, Record: &a.final})
 	}
 }
 

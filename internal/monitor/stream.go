@@ -223,6 +223,10 @@ func (a *Access) Opened() {
 	a.r.offer(Event{Kind: EventOpen, Time: a.r.now(), Session: a.session, Access: a})
 }
 
+// Recorded reports whether the access's record is written (a records
+// file or collector), not only told to the streams.
+func (a *Access) Recorded() bool { return a != nil && a.r.records() }
+
 // Session is the session the access belongs to (nil: none).
 func (a *Access) Session() *Session {
 	if a == nil {

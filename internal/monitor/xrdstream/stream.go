@@ -120,6 +120,8 @@ type Stream struct {
 	seq      map[seqKey]uint8
 	lastErr  time.Time
 	xfrTicks int
+	// scratch holds a record on its way into its packet.
+	scratch []byte
 }
 
 type seqKey struct {
@@ -331,7 +333,8 @@ func (s *Stream) fstatTick() {
 				x := xfrOf(a.Info())
 				if x != f.last {
 					f.last = x
-					s.fRecord(now, xrdmon.AppendXfrRec(nil, f.dictID, x), true)
+					s.scratch = xrdmon.AppendXfrRec(s.scratch[:0], f.dictID, x)
+					s.fRecord(now, s.scratch, true)
 				}
 			}
 		}
@@ -392,16 +395,15 @@ func (s *Stream) handle(e monitor.Event) {
 			return
 		}
 		n := int32(min(e.N, 1<<31-1))
-		var ent []byte
 		switch e.Kind {
 		case monitor.EventRead:
-			ent = xrdmon.AppendTraceRead(nil, f.dictID, e.Off, n)
+			s.scratch = xrdmon.AppendTraceRead(s.scratch[:0], f.dictID, e.Off, n)
 		case monitor.EventWrite:
-			ent = xrdmon.AppendTraceWrite(nil, f.dictID, e.Off, n)
+			s.scratch = xrdmon.AppendTraceWrite(s.scratch[:0], f.dictID, e.Off, n)
 		default:
-			ent = xrdmon.AppendTraceReadV(nil, f.dictID, n, uint16(min(e.Segs, 65535)), 0)
+			s.scratch = xrdmon.AppendTraceReadV(s.scratch[:0], f.dictID, n, uint16(min(e.Segs, 65535)), 0)
 		}
-		s.tEntry(e.Time, ent)
+		s.tEntry(e.Time, s.scratch)
 	}
 }
 
@@ -482,14 +484,16 @@ func (s *Stream) open(e monitor.Event) {
 	rw := rec.Op == "write" || rec.Op == "PUT"
 	if s.o.Files {
 		s.sendMap(xrdmon.CodePath, xrdmon.Map{DictID: f.dictID, Ident: u.ident, Info: rec.Path, HasInfo: true})
-		s.tEntry(e.Time, xrdmon.AppendTraceOpen(nil, f.dictID, size))
+		s.scratch = xrdmon.AppendTraceOpen(s.scratch[:0], f.dictID, size)
+		s.tEntry(e.Time, s.scratch)
 	}
 	if s.o.FStat {
 		var uid uint32
 		if s.o.User {
 			uid = u.dictID
 		}
-		s.fRecord(e.Time, xrdmon.AppendOpen(nil, f.dictID, size, rw, s.o.LFN, uid, rec.Path), false)
+		s.scratch = xrdmon.AppendOpen(s.scratch[:0], f.dictID, size, rw, s.o.LFN, uid, rec.Path)
+		s.fRecord(e.Time, s.scratch, false)
 	}
 }
 
@@ -509,14 +513,16 @@ func (s *Stream) close(e monitor.Event) {
 	x := xfrOf(*rec)
 	forced := rec.ErrorClass == monitor.ClassClosed || f.user.discPending
 	if s.o.Files {
-		s.tEntry(e.Time, xrdmon.AppendTraceClose(nil, f.dictID, x.Read+x.Readv, x.Write))
+		s.scratch = xrdmon.AppendTraceClose(s.scratch[:0], f.dictID, x.Read+x.Readv, x.Write)
+		s.tEntry(e.Time, s.scratch)
 	}
 	if s.o.FStat {
 		var ops *xrdmon.Ops
 		if s.o.Ops {
 			ops = opsOf(rec, e.Ops)
 		}
-		s.fRecord(e.Time, xrdmon.AppendClose(nil, f.dictID, forced, x, ops, nil), false)
+		s.scratch = xrdmon.AppendClose(s.scratch[:0], f.dictID, forced, x, ops, nil)
+		s.fRecord(e.Time, s.scratch, false)
 	}
 	if s.o.Cache && (rec.CacheHitBytes > 0 || rec.CacheMissBytes > 0 || e.Access.CacheBlocks() != nil) {
 		s.gRecord(e.Time, s.cacheRecord(e, rec))
@@ -537,14 +543,16 @@ func (s *Stream) disc(now time.Time, sess *monitor.Session) {
 	delete(s.users, sess)
 	if s.o.User && s.o.Files {
 		secs := int32(now.Sub(sess.Start).Seconds())
-		s.tEntry(now, xrdmon.AppendTraceDisc(nil, u.dictID, secs, 0))
+		s.scratch = xrdmon.AppendTraceDisc(s.scratch[:0], u.dictID, secs, 0)
+		s.tEntry(now, s.scratch)
 	}
 	if s.o.FStat {
 		var uid uint32
 		if s.o.User {
 			uid = u.dictID
 		}
-		s.fRecord(now, xrdmon.AppendDisc(nil, uid), false)
+		s.scratch = xrdmon.AppendDisc(s.scratch[:0], uid)
+		s.fRecord(now, s.scratch, false)
 	}
 }
 

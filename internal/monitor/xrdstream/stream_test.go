@@ -207,3 +207,46 @@ func TestDiscSwept(t *testing.T) {
 		return false
 	})
 }
+
+// The data path's cost of an access (start, open, two reads, end) with
+// records to a file only, and with XRootD's stream too (default
+// settings: the file stream with paths and operations, users).
+func BenchmarkAccess(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		name := "records"
+		if stream {
+			name = "records+stream"
+		}
+		b.Run(name, func(b *testing.B) {
+			o := monitor.Options{Role: "server", File: monitor.FileOptions{Path: b.TempDir() + "/r.jsonl"}, Progress: -1}
+			if stream {
+				col := xrdmontest.Listen(b)
+				s, err := xrdstream.New(xrdstream.Options{Dests: []string{col.Addr()}, FStat: true, User: true, Info: true, Redir: true,
+					Auth: true, FStatInterval: time.Minute, LFN: true, Ops: true, Xfr: 5, Host: "bench", Port: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Start("", 0)
+				o.Streams = []monitor.Stream{s}
+			}
+			r, err := monitor.New(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			sess := r.NewSession(monitor.SessionInfo{Protocol: "http", PID: 1, Client: "127.0.0.1:1"})
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					a := r.Start(monitor.Begin{Protocol: "http", Op: "GET", Path: "/store/data/file.root", Client: "127.0.0.1:1", Session: sess})
+					a.SetSize(1 << 20)
+					a.Opened()
+					a.ReadAt(0, 4096)
+					a.ReadAt(4096, 4096)
+					a.Succeed(monitor.ResultOK, 200)
+					a.End()
+				}
+			})
+		})
+	}
+}
