@@ -84,8 +84,9 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	m := metrics.NewHTTP(reg, "cache")
 	c.metrics = m
 	space := monitorSpace{
-		shares: []srr.Share{{Name: "cache", Paths: []string{"/"}, Dir: k.Dir, Quota: int64(k.MaxSize), VOs: cfg.Monitoring.SRR.VOs}},
-		paths:  []xrdstream.Path{{Logical: "/", Local: k.Dir}},
+		shares: []srr.Share{{Name: "cache", Paths: []string{"/"}, Dir: k.Dir, Quota: int64(k.MaxSize), VOs: cfg.Monitoring.SRR.VOs,
+			Used: func() (int64, int64, error) { st := core.Stats(); return st.UsedBytes, int64(st.Files), nil }}},
+		paths: []xrdstream.Path{{Logical: "/", Local: k.Dir}},
 	}
 	if c.mon, err = newMonitoring(cfg.Monitoring, "cache", k.Federation.Labels, space, &cfg.Cache, log, reg); err != nil {
 		c.Close()

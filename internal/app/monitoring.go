@@ -102,7 +102,7 @@ func newMonitoring(c config.Monitoring, role string, labels map[string]string, s
 			Dests: x.Destinations, Files: x.Files, IO: x.IO, FStat: x.FStat, Info: x.Info, User: x.User, Redir: x.Redir,
 			Cache: x.Cache && cache != nil, Auth: x.Auth, FStatInterval: x.FStatInterval, LFN: x.LFN, Ops: x.Ops, Xfr: x.Xfr,
 			Flush: x.Flush, Window: x.Window, Ident: x.Ident, Resolve: x.Resolve, Queue: x.Queue,
-			Version: Version, Instance: x.Instance, Site: m.site, Metrics: m.m, Log: m.log,
+			Identity: xrdstream.Identity{Version: Version, Instance: x.Instance, Site: m.site}, Metrics: m.m, Log: m.log,
 		}
 		if cache != nil {
 			o.BlockSize = int64(cache.BlockSize)
@@ -171,7 +171,8 @@ func (m *roleMonitoring) start(u string, xrootd bool) error {
 	if x := m.cfg.XRootD; len(x.Report) > 0 {
 		r, err := xrdstream.NewReporter(xrdstream.ReporterOptions{
 			Dests: x.Report, Every: x.ReportInterval, Gatherer: m.reg, Role: m.role, Paths: m.paths,
-			Host: host, Port: port, Version: Version, Instance: x.Instance, Site: m.site, Metrics: m.m, Log: m.log,
+			Identity: xrdstream.Identity{Host: host, Port: port, Version: Version, Instance: x.Instance, Site: m.site},
+			Metrics:  m.m, Log: m.log,
 		})
 		if err != nil {
 			return err

@@ -205,12 +205,8 @@ func TestMonitoringCache(t *testing.T) {
 	ccfg.Cache.Upstream = "http://" + addr
 	ccfg.Cache.Dir = t.TempDir()
 	ccfg.Cache.BlockSize = 64 << 10
-	cc, err := app.NewCache(ccfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	cbase := serveRole(t, cc.Serve)
+	ccfg.Monitoring.SRR.Interval = time.Second
+	cbase := serveCache(t, ccfg)
 	for range 2 {
 		if resp, b := doReq(t, http.MethodGet, cbase+"/data/g.bin", nil); resp.StatusCode != 200 || len(b) != len(data) {
 			t.Fatalf("cache GET: %d", resp.StatusCode)
@@ -232,8 +228,18 @@ func TestMonitoringCache(t *testing.T) {
 	if r := miss["remotes"].([]any); len(r) != 1 || r[0] != addr {
 		t.Errorf("remotes: %v", miss["remotes"])
 	}
-	ss := getSRR(t, cbase+"/.well-known/srr")
-	if sh := ss["storageshares"].([]any); len(sh) != 1 || sh[0].(map[string]any)["name"] != "cache" {
-		t.Errorf("a cache's shares: %v", ss["storageshares"])
+	// The cache's share: its size and what its blocks hold, by its own
+	// accounting (refreshed every second here).
+	var sh map[string]any
+	xrdmontest.Wait(t, 10*time.Second, "the cache's share to count the file", func() bool {
+		shares := getSRR(t, cbase+"/.well-known/srr")["storageshares"].([]any)
+		if len(shares) != 1 {
+			t.Fatalf("a cache's shares: %v", shares)
+		}
+		sh = shares[0].(map[string]any)
+		return sh["usedsize"] == float64(len(data))
+	})
+	if sh["name"] != "cache" || sh["totalsize"] != float64(ccfg.Cache.MaxSize) || sh["numberoffiles"] != float64(1) {
+		t.Errorf("the cache's share: %v", sh)
 	}
 }

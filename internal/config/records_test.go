@@ -8,6 +8,22 @@ import (
 	"time"
 )
 
+// loadValid writes y to p, loads and validates it.
+func loadValid(t *testing.T, p, y string) Config {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestRecordsConfig(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yaml")
@@ -23,16 +39,7 @@ records:
     url: https://collector.example/records
     batch: 100
 `
-	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c := loadValid(t, p, y)
 	r := c.Records
 	if !r.Enabled() || r.MaxSize != 10<<20 || r.MaxAge != 2*time.Hour || r.MaxFiles != 3 || r.ProgressInterval != 30*time.Second ||
 		r.Collector.URL != "https://collector.example/records" || r.Collector.Batch != 100 || r.Collector.Queue != 10000 {
@@ -47,7 +54,7 @@ records:
 	bad.Records.Collector.URL = "ftp://x"
 	bad.Records.ProgressInterval = time.Millisecond
 	bad.Records.MaxFiles = 0
-	err = bad.Validate()
+	err := bad.Validate()
 	for _, want := range []string{"records.file", "records.collector.url", "records.progress_interval", "records.max_files"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("validation %v does not name %s", err, want)
@@ -78,16 +85,7 @@ monitoring:
     vos: [cms]
     shares: [{name: user, path: /store/user, quota: 10GiB}]
 `
-	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c := loadValid(t, p, y)
 	m := c.Monitoring.XRootD
 	if !m.Enabled() || len(m.Destinations) != 2 || m.Report[0] != "127.0.0.1:9932" || m.ReportInterval != 2*time.Second ||
 		m.FStatInterval != time.Second || !m.IO || m.Auth || !m.FStat || !m.User || !m.LFN || m.Queue != 10000 {
@@ -107,7 +105,7 @@ monitoring:
 	bad.Monitoring.SRR.Path = "srr"
 	bad.Monitoring.SRR.QualityLevel = "great"
 	bad.Monitoring.SRR.Shares = []SRRShare{{Name: "x", Path: "rel"}}
-	err = bad.Validate()
+	err := bad.Validate()
 	for _, want := range []string{"monitoring.xrootd.destinations[0]", "monitoring.xrootd.report[0]", "fstat_interval",
 		"monitoring.srr.path", "quality_level", "monitoring.srr.shares[0]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

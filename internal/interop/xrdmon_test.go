@@ -53,6 +53,26 @@ func xrootdPython(t *testing.T) string {
 	return ""
 }
 
+// pyVectorRead opens fileURL with XRootD's Python bindings, reads three
+// 16-byte segments (at 0, 4096 and 1048560) in one vector read, and
+// closes it.
+func pyVectorRead(t *testing.T, py, dir, fileURL string) {
+	t.Helper()
+	script := `
+import sys
+from XRootD import client
+f = client.File()
+st, _ = f.open(sys.argv[1])
+assert st.ok, st
+st, res = f.vector_read([(0, 16), (4096, 16), (1048560, 16)])
+assert st.ok, st
+f.close()
+`
+	if r := runFor(t, time.Minute, dir, py, "-c", script, fileURL); r.Err != nil {
+		t.Fatalf("python vector_read: %v\n%s", r.Err, r.Stderr)
+	}
+}
+
 // monitoredAccesses makes the same accesses against a server: an xrdcp
 // read, a vector read (XRootD's Python bindings), an xrdcp upload, an
 // HTTP GET; each client ends before the next starts.
@@ -60,19 +80,7 @@ func monitoredAccesses(t *testing.T, root, web, py string) {
 	t.Helper()
 	dir := t.TempDir()
 	mustRun(t, dir, "xrdcp", "-f", root+"/data/read.bin", filepath.Join(dir, "read.bin"))
-	script := `
-import sys
-from XRootD import client
-f = client.File()
-st, _ = f.open(sys.argv[1] + "/data/readv.bin")
-assert st.ok, st
-st, res = f.vector_read([(0, 16), (4096, 16), (1048560, 16)])
-assert st.ok, st
-f.close()
-`
-	if r := runFor(t, time.Minute, dir, py, "-c", script, root); r.Err != nil {
-		t.Fatalf("python vector_read: %v\n%s", r.Err, r.Stderr)
-	}
+	pyVectorRead(t, py, dir, root+"/data/readv.bin")
 	up := filepath.Join(dir, "up.bin")
 	if err := os.WriteFile(up, randomBytes(1<<20+7, 5), 0o644); err != nil {
 		t.Fatal(err)

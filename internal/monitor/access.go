@@ -87,9 +87,7 @@ func (a *Access) ReadV(segs int, n int64) {
 		minMax(&a.ops.rvMin, &a.ops.rvMax, n)
 		minMax(&a.ops.rsMin, &a.ops.rsMax, int64(segs))
 	}
-	if a.r.needs.IO && a.opened.Load() {
-		a.r.offer(Event{Kind: EventReadV, Time: a.r.now(), Session: a.session, Access: a, N: n, Segs: segs})
-	}
+	a.io(EventReadV, 0, n, segs)
 }
 
 // Write counts one write of n bytes.

@@ -249,8 +249,13 @@ func (a *Access) ReadAt(off, n int64) {
 		return
 	}
 	a.Read(n)
+	a.io(EventRead, off, n, 0)
+}
+
+// io tells the streams that want every request (Needs.IO) of one.
+func (a *Access) io(kind EventKind, off, n int64, segs int) {
 	if a.r.needs.IO && a.opened.Load() {
-		a.r.offer(Event{Kind: EventRead, Time: a.r.now(), Session: a.session, Access: a, Off: off, N: n})
+		a.r.offer(Event{Kind: kind, Time: a.r.now(), Session: a.session, Access: a, Off: off, N: n, Segs: segs})
 	}
 }
 
@@ -260,9 +265,7 @@ func (a *Access) WriteAt(off, n int64) {
 		return
 	}
 	a.Write(n)
-	if a.r.needs.IO && a.opened.Load() {
-		a.r.offer(Event{Kind: EventWrite, Time: a.r.now(), Session: a.session, Access: a, Off: off, N: n})
-	}
+	a.io(EventWrite, off, n, 0)
 }
 
 // ops is an access's request sizes, kept only when a stream needs them.

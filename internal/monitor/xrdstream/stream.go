@@ -73,14 +73,8 @@ type Options struct {
 	// the time between server identifications ('=', default
 	// DefaultIdent; negative: only at start).
 	Flush, Window, Ident time.Duration
-	// Who sends: host, port, program ("wanda"), version, instance name
-	// ("anon"), site (XRDSITE). They make the server id collectors key
-	// on.
-	Host                             string
-	Port                             int
-	Program, Version, Instance, Site string
-	// Start is the server's start time (default now).
-	Start time.Time
+	// Identity is who sends.
+	Identity
 	// Resolve names clients by their host names (a reverse lookup,
 	// cached), as XRootD does unless told `xrd.network nodnr`; off,
 	// by their addresses.
@@ -93,6 +87,28 @@ type Options struct {
 	Queue   int
 	Metrics *metrics.XRootDMonitor
 	Log     *slog.Logger
+}
+
+// Identity is who sends: host, port, program ("wanda"), version,
+// instance name ("anon"), site (XRDSITE) — they make the server id
+// collectors key on — and the server's start time (default now).
+type Identity struct {
+	Host                             string
+	Port                             int
+	Program, Version, Instance, Site string
+	Start                            time.Time
+}
+
+func (id *Identity) defaults() {
+	if id.Program == "" {
+		id.Program = "wanda"
+	}
+	if id.Instance == "" {
+		id.Instance = "anon"
+	}
+	if id.Start.IsZero() {
+		id.Start = time.Now()
+	}
 }
 
 // Stream is a monitor.Stream that sends XRootD's detailed streams.
@@ -174,15 +190,7 @@ func New(o Options) (*Stream, error) {
 	if o.Queue <= 0 {
 		o.Queue = DefaultQueue
 	}
-	if o.Program == "" {
-		o.Program = "wanda"
-	}
-	if o.Instance == "" {
-		o.Instance = "anon"
-	}
-	if o.Start.IsZero() {
-		o.Start = time.Now()
-	}
+	o.Identity.defaults()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}

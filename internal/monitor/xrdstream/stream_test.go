@@ -22,7 +22,7 @@ func newStream(t *testing.T, o xrdstream.Options) (*monitor.Recorder, *xrdstream
 	m := metrics.NewXRootDMonitor(reg, "server")
 	o.Metrics = m
 	if o.Host == "" {
-		o.Host, o.Port, o.Version = "test.example", 1094, "v1"
+		o.Identity = xrdstream.Identity{Host: "test.example", Port: 1094, Version: "v1"}
 	}
 	s, err := xrdstream.New(o)
 	if err != nil {
@@ -222,7 +222,7 @@ func BenchmarkAccess(b *testing.B) {
 			if stream {
 				col := xrdmontest.Listen(b)
 				s, err := xrdstream.New(xrdstream.Options{Dests: []string{col.Addr()}, FStat: true, User: true, Info: true, Redir: true,
-					Auth: true, FStatInterval: time.Minute, LFN: true, Ops: true, Xfr: 5, Host: "bench", Port: 1})
+					Auth: true, FStatInterval: time.Minute, LFN: true, Ops: true, Xfr: 5, Identity: xrdstream.Identity{Host: "bench", Port: 1}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -36,13 +36,10 @@ type ReporterOptions struct {
 	// Paths are the directories whose space the oss section reports
 	// (statfs), with their logical names.
 	Paths []Path
-	// Who reports (as Options).
-	Host                             string
-	Port                             int
-	Program, Version, Instance, Site string
-	Start                            time.Time
-	Metrics                          *metrics.XRootDMonitor
-	Log                              *slog.Logger
+	// Identity is who reports.
+	Identity
+	Metrics *metrics.XRootDMonitor
+	Log     *slog.Logger
 }
 
 // Path is an exported directory: its logical prefix and local path.
@@ -70,15 +67,7 @@ func NewReporter(o ReporterOptions) (*Reporter, error) {
 	if o.Every <= 0 {
 		o.Every = time.Minute
 	}
-	if o.Program == "" {
-		o.Program = "wanda"
-	}
-	if o.Instance == "" {
-		o.Instance = "anon"
-	}
-	if o.Start.IsZero() {
-		o.Start = time.Now()
-	}
+	o.Identity.defaults()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -128,6 +117,13 @@ func (r *Reporter) send(doc []byte) {
 			m.Packets.WithLabelValues("summary").Inc()
 			m.Bytes.WithLabelValues("summary").Add(float64(len(doc)))
 		}
+	}
+}
+
+// zeros writes values wanda has no counter for (0).
+func zeros(w *xrdmon.XMLWriter, names ...string) {
+	for _, n := range names {
+		w.Int(n, 0)
 	}
 }
 
@@ -230,11 +226,7 @@ func (r *Reporter) Report(now time.Time) []byte {
 	w.Stats("buff")
 	w.Int("reqs", v(g.sum("wanda_buffer_waits_total", nil)))
 	w.Int("mem", v(g.sum("wanda_buffer_bytes", is("state", "allocated"))))
-	w.Int("buffs", 0)
-	w.Int("adj", 0)
-	w.Int("xlreqs", 0)
-	w.Int("xlmem", 0)
-	w.Int("xlbuffs", 0)
+	zeros(&w, "buffs", "adj", "xlreqs", "xlmem", "xlbuffs")
 	w.End("stats")
 
 	w.Stats("link")
@@ -243,17 +235,12 @@ func (r *Reporter) Report(now time.Time) []byte {
 	w.Int("tot", v(g.sum("wanda_http_connections_total", nil)+g.sum("wanda_xrootd_connections_total", nil)))
 	w.Int("in", v(g.sum("wanda_http_received_bytes_total", nil)+g.sum("wanda_xrootd_received_bytes_total", nil)))
 	w.Int("out", v(g.sum("wanda_http_sent_bytes_total", nil)+g.sum("wanda_xrootd_sent_bytes_total", nil)))
-	w.Int("ctime", 0)
-	w.Int("tmo", 0)
-	w.Int("stall", 0)
-	w.Int("sfps", 0)
+	zeros(&w, "ctime", "tmo", "stall", "sfps")
 	w.End("stats")
 
 	w.Stats("poll")
 	w.Int("att", v(conns))
-	w.Int("en", 0)
-	w.Int("ev", 0)
-	w.Int("int", 0)
+	zeros(&w, "en", "ev", "int")
 	w.End("stats")
 
 	var ru syscall.Rusage
@@ -285,20 +272,15 @@ func (r *Reporter) Report(now time.Time) []byte {
 	w.Int("ws", 0)
 	w.Int("wr", v(xreq("kXR_write", "kXR_pgwrite")+hok("PUT")))
 	w.Int("sync", v(xreq("kXR_sync")))
-	w.Int("getf", 0)
-	w.Int("putf", 0)
+	zeros(&w, "getf", "putf")
 	w.Int("misc", v(g.sum("wanda_xrootd_requests_total", not(is("request", append(known, "kXR_login", "kXR_auth", "kXR_protocol")...)))+
 		g.sum("wanda_http_requests_total", not(is("method", "GET", "PUT")))))
 	w.End("ops")
 	w.Start("sig")
-	w.Int("ok", 0)
-	w.Int("bad", 0)
-	w.Int("ign", 0)
+	zeros(&w, "ok", "bad", "ign")
 	w.End("sig")
 	w.Start("aio")
-	w.Int("num", 0)
-	w.Int("max", 0)
-	w.Int("rej", 0)
+	zeros(&w, "num", "max", "rej")
 	w.End("aio")
 	w.Int("err", v(g.sum("wanda_xrootd_requests_total", not(is("result", "ok")))+
 		g.sum("wanda_http_requests_total", httpCode(func(c int) bool { return c >= 400 }))))
@@ -320,18 +302,9 @@ func (r *Reporter) Report(now time.Time) []byte {
 	openFiles := v(g.sum("wanda_xrootd_open_files", nil))
 	w.Stats("ofs")
 	w.Leaf("role", role)
-	w.Int("opr", 0)
-	w.Int("opw", 0)
-	w.Int("opp", 0)
-	w.Int("ups", 0)
+	zeros(&w, "opr", "opw", "opp", "ups")
 	w.Int("han", openFiles)
-	w.Int("rdr", 0)
-	w.Int("bxq", 0)
-	w.Int("rep", 0)
-	w.Int("err", 0)
-	w.Int("dly", 0)
-	w.Int("sok", 0)
-	w.Int("ser", 0)
+	zeros(&w, "rdr", "bxq", "rep", "err", "dly", "sok", "ser")
 	w.Start("tpc")
 	w.Int("grnt", v(g.sum("wanda_tpc_copies_total", nil)))
 	w.Int("deny", 0)
@@ -365,10 +338,7 @@ func (r *Reporter) Report(now time.Time) []byte {
 	w.Int("inq", v(inflight))
 	w.Int("maxinq", v(maxIn))
 	w.Int("threads", int64(runtime.NumGoroutine()))
-	w.Int("idle", 0)
-	w.Int("tcr", 0)
-	w.Int("tde", 0)
-	w.Int("tlimr", 0)
+	zeros(&w, "idle", "tcr", "tde", "tlimr")
 	w.End("stats")
 
 	w.Stats("sgen")
