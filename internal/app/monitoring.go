@@ -99,9 +99,9 @@ func newMonitoring(c config.Monitoring, role string, labels map[string]string, s
 	x := c.XRootD
 	if x.Enabled() {
 		o := xrdstream.Options{
-			Dests: x.Destinations, Files: x.Files, IO: x.IO, FStat: x.FStat, Info: x.Info, User: x.User, Redir: x.Redir,
-			Cache: x.Cache && cache != nil, Auth: x.Auth, FStatInterval: x.FStatInterval, LFN: x.LFN, Ops: x.Ops, Xfr: x.Xfr,
-			Flush: x.Flush, Window: x.Window, Ident: x.Ident, Resolve: x.Resolve, Queue: x.Queue,
+			Dests: x.Destinations, Files: x.Files, IO: x.IO, FStat: x.FStat > 0, Info: x.Info, User: x.User, Redir: x.Redir,
+			Cache: x.Cache && cache != nil, Auth: x.Auth, FStatInterval: x.FStat.D(), LFN: x.LFN, Ops: x.Ops, Xfr: x.Xfr,
+			Flush: x.Flush.D(), Window: x.Window.D(), Ident: x.Ident.D(), Resolve: x.Resolve, Queue: x.Queue,
 			Identity: xrdstream.Identity{Version: Version, Instance: x.Instance, Site: m.site}, Metrics: m.m, Log: m.log,
 		}
 		if cache != nil {
@@ -170,7 +170,7 @@ func (m *roleMonitoring) start(u string, xrootd bool) error {
 	}
 	if x := m.cfg.XRootD; len(x.Report) > 0 {
 		r, err := xrdstream.NewReporter(xrdstream.ReporterOptions{
-			Dests: x.Report, Every: x.ReportInterval, Gatherer: m.reg, Role: m.role, Paths: m.paths,
+			Dests: x.Report, Every: x.ReportInterval.D(), Gatherer: m.reg, Role: m.role, Paths: m.paths,
 			Identity: xrdstream.Identity{Host: host, Port: port, Version: Version, Instance: x.Instance, Site: m.site},
 			Metrics:  m.m, Log: m.log,
 		})

@@ -31,9 +31,9 @@ import (
 // short intervals.
 func monitorTo(c *config.Config, col, sum *xrdmontest.Collector) {
 	m := &c.Monitoring.XRootD
-	m.Destinations, m.FStatInterval, m.Flush = []string{col.Addr()}, time.Second, time.Second
+	m.Destinations, m.FStat, m.Flush = []string{col.Addr()}, config.Interval(time.Second), config.Interval(time.Second)
 	if sum != nil {
-		m.Report, m.ReportInterval = []string{sum.Addr()}, time.Second
+		m.Report, m.ReportInterval = []string{sum.Addr()}, config.Interval(time.Second)
 	}
 }
 

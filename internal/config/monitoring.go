@@ -23,14 +23,11 @@ type Monitoring struct {
 type XRootDMonitoring struct {
 	// Destinations of the detailed streams, host:port (UDP).
 	Destinations []string `yaml:"destinations"`
-	// What they carry, as xrootd.monitor's dest events: FStat the file
-	// stream (opens with path and size, transfers, closes with bytes and
-	// operations, disconnections); User the logins; Info the clients'
-	// info texts; Redir the redirections (a redirector's); Files the
-	// trace stream's opens and closes with their path records, IO its
-	// reads and writes too (heavy: a record per request); Cache a cache's
-	// g-stream (XCache's pfc records).
-	FStat bool `yaml:"fstat"`
+	// What they carry, as xrootd.monitor's dest events: User the
+	// logins; Info the clients' info texts; Redir the redirections (a
+	// redirector's); Files the trace stream's opens and closes with their
+	// path records, IO its reads and writes too (heavy: a record per
+	// request); Cache a cache's g-stream (XCache's pfc records).
 	User  bool `yaml:"user"`
 	Info  bool `yaml:"info"`
 	Redir bool `yaml:"redir"`
@@ -40,20 +37,21 @@ type XRootDMonitoring struct {
 	// Auth adds how a user was authenticated (protocol, identity) to the
 	// user records (xrootd.monitor's auth).
 	Auth bool `yaml:"auth"`
-	// FStatInterval is how often the file stream is sent (fstat <sec>);
-	// LFN puts the paths in its opens, Ops request counts and sizes in its
-	// closes; Xfr reports the bytes of open files every Xfr intervals
-	// (0: never).
-	FStatInterval time.Duration `yaml:"fstat_interval"`
-	LFN           bool          `yaml:"lfn"`
-	Ops           bool          `yaml:"ops"`
-	Xfr           int           `yaml:"xfr"`
+	// FStat is the file stream's interval, as xrootd.monitor's fstat
+	// <sec> (0: no file stream): opens with path and size, transfers,
+	// closes with bytes and operations, disconnections. LFN puts the
+	// paths in its opens, Ops request counts and sizes in its closes; Xfr
+	// reports the bytes of open files every Xfr intervals (0: never).
+	FStat Interval `yaml:"fstat"`
+	LFN   bool     `yaml:"lfn"`
+	Ops   bool     `yaml:"ops"`
+	Xfr   int      `yaml:"xfr"`
 	// Flush is the longest the other streams' records wait in a packet
 	// (flush <sec>); Window the trace stream's time marks; Ident the time
 	// between server identifications.
-	Flush  time.Duration `yaml:"flush"`
-	Window time.Duration `yaml:"window"`
-	Ident  time.Duration `yaml:"ident"`
+	Flush  Interval `yaml:"flush"`
+	Window Interval `yaml:"window"`
+	Ident  Interval `yaml:"ident"`
 	// Resolve names clients by their host names (reverse lookups,
 	// cached), as XRootD does; false: by address (XRootD's nodnr).
 	Resolve bool `yaml:"resolve"`
@@ -62,8 +60,8 @@ type XRootDMonitoring struct {
 	Queue int `yaml:"queue"`
 	// Report are the destinations of the summary (xrd.report), every
 	// ReportInterval.
-	Report         []string      `yaml:"report"`
-	ReportInterval time.Duration `yaml:"report_interval"`
+	Report         []string `yaml:"report"`
+	ReportInterval Interval `yaml:"report_interval"`
 	// Site names the site in the server identification (XRDSITE;
 	// default: the federation's "site" label); Instance the instance
 	// (default "anon", as an unnamed xrootd).
@@ -76,11 +74,33 @@ type XRootDMonitoring struct {
 // logins with authentication, info and redirections.
 func DefaultXRootDMonitoring() XRootDMonitoring {
 	return XRootDMonitoring{
-		FStat: true, User: true, Info: true, Redir: true, Cache: true, Auth: true,
-		FStatInterval: time.Minute, LFN: true, Ops: true, Xfr: 5,
-		Flush: 30 * time.Second, Window: time.Minute, Ident: time.Hour, Resolve: true, Queue: 10000,
-		ReportInterval: time.Minute,
+		User: true, Info: true, Redir: true, Cache: true, Auth: true,
+		FStat: Interval(time.Minute), LFN: true, Ops: true, Xfr: 5,
+		Flush: Interval(30 * time.Second), Window: Interval(time.Minute), Ident: Interval(time.Hour), Resolve: true, Queue: 10000,
+		ReportInterval: Interval(time.Minute),
 	}
+}
+
+// Interval is a duration written as Go writes them ("60s", "1m") or, as
+// xrootd.monitor does, a number of seconds (60).
+type Interval time.Duration
+
+// D is the interval as a time.Duration.
+func (i Interval) D() time.Duration { return time.Duration(i) }
+
+// UnmarshalText parses "60s", "1m" or 60 (seconds).
+func (i *Interval) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*i = Interval(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (60s, 1m) nor a number of seconds", s)
+	}
+	*i = Interval(d)
+	return nil
 }
 
 // SRR is the WLCG storage resource reporting document every server
@@ -141,16 +161,16 @@ func (c Monitoring) validate() []error {
 			errs = append(errs, err)
 		}
 	}
-	if m.FStat && m.FStatInterval < time.Second {
-		errs = append(errs, fmt.Errorf("monitoring.xrootd.fstat_interval: %v: at least 1s", m.FStatInterval))
+	if m.FStat != 0 && m.FStat.D() < time.Second {
+		errs = append(errs, fmt.Errorf("monitoring.xrootd.fstat: %v: 0 (no file stream) or at least 1s", m.FStat.D()))
 	}
-	if m.Flush < time.Second || m.Window < time.Second {
+	if m.Flush.D() < time.Second || m.Window.D() < time.Second {
 		errs = append(errs, errors.New("monitoring.xrootd.flush, window: at least 1s"))
 	}
 	if m.Xfr < 0 || m.Queue < 1 {
 		errs = append(errs, errors.New("monitoring.xrootd.xfr: not negative; queue: at least 1"))
 	}
-	if len(m.Report) > 0 && m.ReportInterval < time.Second {
+	if len(m.Report) > 0 && m.ReportInterval.D() < time.Second {
 		errs = append(errs, errors.New("monitoring.xrootd.report_interval: at least 1s"))
 	}
 	s := c.SRR

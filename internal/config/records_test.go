@@ -75,8 +75,9 @@ monitoring:
     destinations: [collector.example:9930, 127.0.0.1:9931]
     report: [127.0.0.1:9932]
     report_interval: 2s
-    fstat_interval: 1s
-    flush: 1s
+    fstat: 1s
+    flush: 1
+    ident: 5m
     xfr: 5
     io: true
     auth: false
@@ -87,8 +88,9 @@ monitoring:
 `
 	c := loadValid(t, p, y)
 	m := c.Monitoring.XRootD
-	if !m.Enabled() || len(m.Destinations) != 2 || m.Report[0] != "127.0.0.1:9932" || m.ReportInterval != 2*time.Second ||
-		m.FStatInterval != time.Second || !m.IO || m.Auth || !m.FStat || !m.User || !m.LFN || m.Queue != 10000 {
+	if !m.Enabled() || len(m.Destinations) != 2 || m.Report[0] != "127.0.0.1:9932" || m.ReportInterval.D() != 2*time.Second ||
+		m.FStat.D() != time.Second || m.Flush.D() != time.Second || m.Ident.D() != 5*time.Minute || !m.IO || m.Auth || !m.User ||
+		!m.LFN || m.Queue != 10000 {
 		t.Errorf("monitoring.xrootd: %+v", m)
 	}
 	s := c.Monitoring.SRR
@@ -101,12 +103,12 @@ monitoring:
 	bad := c
 	bad.Monitoring.XRootD.Destinations = []string{"nohostport"}
 	bad.Monitoring.XRootD.Report = []string{"h:99999"}
-	bad.Monitoring.XRootD.FStatInterval = time.Millisecond
+	bad.Monitoring.XRootD.FStat = Interval(time.Millisecond)
 	bad.Monitoring.SRR.Path = "srr"
 	bad.Monitoring.SRR.QualityLevel = "great"
 	bad.Monitoring.SRR.Shares = []SRRShare{{Name: "x", Path: "rel"}}
 	err := bad.Validate()
-	for _, want := range []string{"monitoring.xrootd.destinations[0]", "monitoring.xrootd.report[0]", "fstat_interval",
+	for _, want := range []string{"monitoring.xrootd.destinations[0]", "monitoring.xrootd.report[0]", "monitoring.xrootd.fstat",
 		"monitoring.srr.path", "quality_level", "monitoring.srr.shares[0]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("validate: %v, want %s", err, want)

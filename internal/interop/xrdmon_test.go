@@ -175,8 +175,8 @@ func TestXRootDMonitoringAsXRootD(t *testing.T) {
 	ws := testserver.StartWith(t, testserver.Options{Configure: func(c *config.Config) {
 		// xrootd.monitor all flush 1s fstat 1s lfn ops xfr 5 dest fstat info user redir; xrd.report every 2s all
 		m := &c.Monitoring.XRootD
-		m.Destinations, m.Report, m.ReportInterval = []string{wcol.Addr()}, []string{wsum.Addr()}, 2*time.Second
-		m.FStat, m.FStatInterval, m.LFN, m.Ops, m.Xfr, m.Flush = true, time.Second, true, true, 5, time.Second
+		m.Destinations, m.Report, m.ReportInterval = []string{wcol.Addr()}, []string{wsum.Addr()}, config.Interval(2*time.Second)
+		m.FStat, m.LFN, m.Ops, m.Xfr, m.Flush = config.Interval(time.Second), true, true, 5, config.Interval(time.Second)
 		m.User, m.Info, m.Redir, m.Auth, m.Files, m.IO = true, true, true, false, false, false
 	}}, config.Export{Prefix: "/", Path: wdir})
 
@@ -328,7 +328,7 @@ func TestMpxstatsReadsWandaSummary(t *testing.T) {
 	dir := t.TempDir()
 	monitorData(t, dir)
 	ws := testserver.StartWith(t, testserver.Options{Configure: func(c *config.Config) {
-		c.Monitoring.XRootD.Report, c.Monitoring.XRootD.ReportInterval = []string{fmt.Sprintf("127.0.0.1:%d", port)}, time.Second
+		c.Monitoring.XRootD.Report, c.Monitoring.XRootD.ReportInterval = []string{fmt.Sprintf("127.0.0.1:%d", port)}, config.Interval(time.Second)
 	}}, config.Export{Prefix: "/", Path: dir})
 	if r := curl(t, ws.URL+"/data/web.txt"); r.Status != 200 {
 		t.Fatalf("GET: %d", r.Status)
