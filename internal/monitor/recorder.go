@@ -89,7 +89,7 @@ func New(o Options) (*Recorder, error) {
 		return nil, errors.New("records: neither a file, a collector URL nor a stream")
 	}
 	r := &Recorder{
-		o: o, queue: make(chan Record, o.Queue),
+		o: o,
 		stop: make(chan struct{}), done: make(chan struct{}), now: time.Now,
 	}
 	for _, s := range o.Streams {
@@ -113,6 +113,11 @@ func New(o Options) (*Recorder, error) {
 			return nil, err
 		}
 		r.coll = c
+	}
+	// The records' queue; none when only streams are fed (a nil
+	// channel: the writer never finds anything in it).
+	if r.records() {
+		r.queue = make(chan Record, o.Queue)
 	}
 	go r.run()
 	return r, nil
