@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The records experiment (issue 17): what writing a record of every
@@ -93,6 +95,10 @@ func runRecords(ctx context.Context, r *Run) error {
 	perK := map[string][]streamRate{}
 	n := r.Reps()
 	names := map[*childProc]string{off: "off", on: "on", strm: "stream"}
+	// CPU per request (the servers' process_cpu_seconds_total): less
+	// sensitive than requests/s to what else the machine runs.
+	cpuPerReq := map[string]map[string][]float64{}
+	scrape := &http.Client{Timeout: 10 * time.Second}
 	for rep := 1; rep <= n; rep++ {
 		for _, l := range loads {
 			// Each server first, second and third in turn.
@@ -104,9 +110,25 @@ func runRecords(ctx context.Context, r *Run) error {
 				which := names[srv]
 				r.Step(fmt.Sprintf("%s, %s, rep %d", l.name, which, rep), rep, n)
 				p0, b0 := sink.counts()
+				cpu0, err := scrapeGauge(ctx, scrape, srv.URL, "process_cpu_seconds_total")
+				if err != nil {
+					return err
+				}
 				w, err := serveWrk(ctx, srv.URL+l.path, l.hdr, l.conns, d)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", l.name, which, err)
+				}
+				cpu1, err := scrapeGauge(ctx, scrape, srv.URL, "process_cpu_seconds_total")
+				if err != nil {
+					return err
+				}
+				if w.requests > 0 {
+					us := (cpu1 - cpu0) * 1e6 / float64(w.requests)
+					if cpuPerReq[l.name] == nil {
+						cpuPerReq[l.name] = map[string][]float64{}
+					}
+					cpuPerReq[l.name][which] = append(cpuPerReq[l.name][which], us)
+					r.Row("kind", "cpu", "load", l.name, "records", which, "rep", rep, "cpu_us_per_request", netRound(us, 1))
 				}
 				if srv == on {
 					onRequests += w.requests
@@ -158,6 +180,7 @@ func runRecords(ctx context.Context, r *Run) error {
 			fmt.Fprintf(&b, "| %s, %s | %.3f | %s | >= %.2f: %s |\n", l.name, what.name, med, strings.Join(each, " "), recordsGoal, verdict)
 		}
 	}
+	b.WriteString(cpuTable(cpuPerReq))
 	b.WriteString(streamTable(perK))
 	drops, err := scrapeDropped(ctx, strm.URL)
 	if err != nil {

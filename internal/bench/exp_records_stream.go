@@ -90,6 +90,27 @@ func streamTable(perK map[string][]streamRate) string {
 	return b.String()
 }
 
+// cpuTable is the servers' CPU per request (medians), each against the
+// server with neither records nor stream.
+func cpuTable(per map[string]map[string][]float64) string {
+	var b strings.Builder
+	b.WriteString("\n| load | CPU µs per request: off | records | XRootD stream | records / off | stream / off |\n|---|---|---|---|---|---|\n")
+	var names []string
+	for name := range per {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := per[name]
+		if len(m["off"]) == 0 || len(m["on"]) == 0 || len(m["stream"]) == 0 {
+			continue
+		}
+		off, on, st := median(m["off"]), median(m["on"]), median(m["stream"])
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", name, off, on, st, on/off, st/off)
+	}
+	return b.String()
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)

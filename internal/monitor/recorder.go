@@ -174,23 +174,23 @@ func (r *Recorder) end(a *Access) {
 		r.enqueue(a.snapshot(now, false))
 		return
 	}
-	// The final record stays in the access: the streams read it there
-	// (no copy on the heap per access).
-	a.final = a.snapshot(now, false)
+	// The final record stays in the access, where the streams read it.
+	rec := a.snapshot(now, false)
+	a.final = &rec
 	if r.records() {
-		r.enqueue(a.final)
+		r.enqueue(rec)
 	}
 	switch {
 	case a.opened.Load():
-		e := Event{Kind: EventClose, Time: now, Session: a.session, Access: a, Record: &a.final}
+		e := Event{Kind: EventClose, Time: now, Session: a.session, Access: a, Record: a.final}
 		if a.trackOps {
 			e.Ops = a.ops.snapshot()
 		}
 		if !r.offer(e) {
 			a.closeLost.Store(true)
 		}
-	case a.final.Result == ResultRedirect:
-		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a, Record: &a.final})
+	case rec.Result == ResultRedirect:
+		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a, Record: a.final})
 	}
 }
 

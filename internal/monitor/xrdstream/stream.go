@@ -300,10 +300,27 @@ func (s *Stream) run() {
 		defer t.Stop()
 		ident = t.C
 	}
+	// Idle, the sender waits on the queue; busy, it polls it every
+	// pollEvery until a poll finds nothing: while accesses keep coming,
+	// an event is a channel send that wakes no goroutine.
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
+	busy := false
 	for {
+		var polled <-chan time.Time
+		q := s.q
+		if busy {
+			poll.Reset(pollEvery)
+			polled, q = poll.C, nil
+		}
 		select {
-		case e := <-s.q:
+		case e := <-q:
 			s.handle(e)
+			s.drain()
+			busy = true
+		case <-polled:
+			busy = s.drain() > 0
 		case <-fstat:
 			s.fstatTick()
 		case <-flush.C:
@@ -311,21 +328,30 @@ func (s *Stream) run() {
 		case <-ident:
 			s.sendIdent()
 		case <-s.stop:
-			for {
-				select {
-				case e := <-s.q:
-					s.handle(e)
-					continue
-				default:
-				}
-				break
-			}
+			s.drain()
 			now := s.now()
 			s.flushF(now)
 			s.flushT(now)
 			s.flushR(now)
 			s.flushG(now)
 			return
+		}
+	}
+}
+
+// pollEvery is how often a busy sender takes its queue.
+const pollEvery = time.Millisecond
+
+// drain handles what is queued now; it returns how many events.
+func (s *Stream) drain() int {
+	n := 0
+	for {
+		select {
+		case e := <-s.q:
+			s.handle(e)
+			n++
+		default:
+			return n
 		}
 	}
 }
