@@ -89,7 +89,7 @@ func New(o Options) (*Recorder, error) {
 		return nil, errors.New("records: neither a file, a collector URL nor a stream")
 	}
 	r := &Recorder{
-		o: o,
+		o:    o,
 		stop: make(chan struct{}), done: make(chan struct{}), now: time.Now,
 	}
 	for _, s := range o.Streams {
