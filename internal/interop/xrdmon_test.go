@@ -384,6 +384,9 @@ func TestMonitoringBinaryFlags(t *testing.T) {
 	if r := curl(t, cch.URL+"/data/web.txt"); r.Status != 200 {
 		t.Fatalf("cache GET: %d", r.Status)
 	}
+	// xrdcp through the redirector: redirected over root:// to the server.
+	requireTool(t, "xrdcp")
+	mustRun(t, dir, "xrdcp", "-f", rootURL(rdr.URL)+"/data/web.txt", filepath.Join(t.TempDir(), "web.txt"))
 	for _, col := range []*xrdmontest.Collector{a, b} {
 		xrdmontest.Wait(t, 30*time.Second, "the server's user and identification", func() bool {
 			v := col.View()
@@ -394,7 +397,12 @@ func TestMonitoringBinaryFlags(t *testing.T) {
 	// redirection and the cache's records come at their flush, on Stop.
 	rdr.Stop()
 	cch.Stop()
-	xrdmontest.Wait(t, 30*time.Second, "the redirection", func() bool { return len(a.View().Redirects) > 0 })
+	xrdmontest.Wait(t, 30*time.Second, "the redirections of curl and xrdcp", func() bool { return len(a.View().Redirects) >= 2 })
+	for _, r := range a.View().Redirects {
+		if r.Path != "/data/web.txt" || r.Host != "127.0.0.1" || r.Op != xrdmon.OpOpenR || "127.0.0.1:"+strconv.Itoa(int(r.Port)) != strings.TrimPrefix(srv.URL, "http://") {
+			t.Errorf("redirection %+v: want the server's /data/web.txt", r)
+		}
+	}
 	xrdmontest.Wait(t, 30*time.Second, "the cache's access", func() bool { return len(b.View().GLines) > 0 })
 	for _, u := range []string{srv.URL} {
 		r := curl(t, u+"/.well-known/srr")

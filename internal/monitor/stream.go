@@ -236,8 +236,16 @@ func (a *Access) Session() *Session {
 }
 
 // Info is the access's record as of now (its counters included), for a
-// stream that reports an open file.
+// stream that reports an open file's progress.
 func (a *Access) Info() Record { return a.snapshot(a.r.now(), true) }
+
+// Opening is what a stream reports of an open: the access's path, size
+// and op (cheaper than Info: no copy of the whole record).
+func (a *Access) Opening() (path string, size int64, op string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rec.Path, a.rec.Size, a.rec.Op
+}
 
 // ID is the access's id (its records').
 func (a *Access) ID() uint64 { return a.id }

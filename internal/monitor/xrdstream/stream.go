@@ -509,15 +509,15 @@ func (s *Stream) open(e monitor.Event) {
 	if _, ok := s.files[a]; ok {
 		return
 	}
-	rec := a.Info()
+	path, size, op := a.Opening()
 	u := s.user(e.Time, e.Session)
-	f := &fileState{dictID: s.NewDictID(), user: u, path: rec.Path, session: e.Session}
+	f := &fileState{dictID: s.NewDictID(), user: u, path: path, session: e.Session}
 	s.files[a] = f
 	u.files++
-	size := max(rec.Size, 0)
-	rw := rec.Op == "write" || rec.Op == "PUT"
+	size = max(size, 0)
+	rw := op == "write" || op == "PUT"
 	if s.o.Files {
-		s.sendMap(xrdmon.CodePath, xrdmon.Map{DictID: f.dictID, Ident: u.ident, Info: rec.Path, HasInfo: true})
+		s.sendMap(xrdmon.CodePath, xrdmon.Map{DictID: f.dictID, Ident: u.ident, Info: path, HasInfo: true})
 		s.scratch = xrdmon.AppendTraceOpen(s.scratch[:0], f.dictID, size)
 		s.tEntry(e.Time, s.scratch)
 	}
@@ -526,7 +526,7 @@ func (s *Stream) open(e monitor.Event) {
 		if s.o.User {
 			uid = u.dictID
 		}
-		s.scratch = xrdmon.AppendOpen(s.scratch[:0], f.dictID, size, rw, s.o.LFN, uid, rec.Path)
+		s.scratch = xrdmon.AppendOpen(s.scratch[:0], f.dictID, size, rw, s.o.LFN, uid, path)
 		s.fRecord(e.Time, s.scratch, false)
 	}
 }
