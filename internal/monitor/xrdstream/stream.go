@@ -155,11 +155,9 @@ type userState struct {
 }
 
 type fileState struct {
-	dictID  uint32
-	user    *userState
-	path    string
-	last    xrdmon.Xfr
-	session *monitor.Session
+	dictID uint32
+	user   *userState
+	last   xrdmon.Xfr // the bytes of its last xfr record
 }
 
 var _ monitor.Stream = (*Stream)(nil)
@@ -511,7 +509,7 @@ func (s *Stream) open(e monitor.Event) {
 	}
 	path, size, op := a.Opening()
 	u := s.user(e.Time, e.Session)
-	f := &fileState{dictID: s.NewDictID(), user: u, path: path, session: e.Session}
+	f := &fileState{dictID: s.NewDictID(), user: u}
 	s.files[a] = f
 	u.files++
 	size = max(size, 0)
