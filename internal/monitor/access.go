@@ -54,8 +54,6 @@ type Access struct {
 	session                      *Session
 	trackOps                     bool // a stream needs the request sizes
 	ops                          ops
-	// final is the record at End, for the streams (nil without).
-	final *Record
 
 	mu    sync.Mutex
 	rec   Record // the static parts

@@ -170,27 +170,20 @@ func (r *Recorder) end(a *Access) {
 		sh.mu.Unlock()
 	}
 	now := r.now()
-	if len(r.o.Streams) == 0 {
+	if r.records() {
 		r.enqueue(a.snapshot(now, false))
+	}
+	if len(r.o.Streams) == 0 {
 		return
 	}
-	// The final record stays in the access, where the streams read it.
-	rec := a.snapshot(now, false)
-	a.final = &rec
-	if r.records() {
-		r.enqueue(rec)
-	}
+	// The streams read the ended access (Final) on their own goroutine.
 	switch {
 	case a.opened.Load():
-		e := Event{Kind: EventClose, Time: now, Session: a.session, Access: a, Record: a.final}
-		if a.trackOps {
-			e.Ops = a.ops.snapshot()
-		}
-		if !r.offer(e) {
+		if !r.offer(Event{Kind: EventClose, Time: now, Session: a.session, Access: a}) {
 			a.closeLost.Store(true)
 		}
-	case rec.Result == ResultRedirect:
-		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a, Record: a.final})
+	case a.result() == ResultRedirect:
+		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a})
 	}
 }
 

@@ -35,9 +35,11 @@ const (
 	// EventOpen: Access opened its file (its path, size and user are
 	// set; its counters are live).
 	EventOpen EventKind = iota + 1
-	// EventClose: an access that opened its file ended (Record, Ops).
+	// EventClose: an access that opened its file ended (its Final
+	// record, its Ops).
 	EventClose
-	// EventRedirect: a redirector sent a client on (Record).
+	// EventRedirect: a redirector sent a client on (the access's Final
+	// record).
 	EventRedirect
 	// EventDisc: Session ended (after the closes of its files).
 	EventDisc
@@ -57,14 +59,10 @@ type Event struct {
 	Time    time.Time
 	Session *Session
 	Access  *Access
-	// Record is the final record (EventClose, EventRedirect).
-	Record *Record
-	// Ops are the access's request sizes (EventClose, with Needs.Ops).
-	Ops    Ops
-	Off, N int64
-	Segs   int
-	Text   string
-	DictID uint32
+	Off, N  int64
+	Segs    int
+	Text    string
+	DictID  uint32
 }
 
 // Ops are an access's request counts and sizes: the smallest and the
@@ -238,6 +236,25 @@ func (a *Access) Session() *Session {
 // Info is the access's record as of now (its counters included), for a
 // stream that reports an open file's progress.
 func (a *Access) Info() Record { return a.snapshot(a.r.now(), true) }
+
+// Final is the access's record once it ended, closed at end (a stream
+// reads it on its own goroutine: nothing is copied on the data path).
+func (a *Access) Final(end time.Time) Record { return a.snapshot(end, false) }
+
+// Ops are the access's request sizes (zero unless a stream needs them).
+func (a *Access) Ops() Ops {
+	if !a.trackOps {
+		return Ops{}
+	}
+	return a.ops.snapshot()
+}
+
+// result is the access's result so far.
+func (a *Access) result() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rec.Result
+}
 
 // Opening is what a stream reports of an open: the access's path, size
 // and op (cheaper than Info: no copy of the whole record).

@@ -241,7 +241,7 @@ func (s *Stream) redirect(e monitor.Event) {
 	if !s.o.Redir {
 		return
 	}
-	rec := e.Record
+	rec := e.Access.Final(e.Time)
 	host, port, path, ok := redirTarget(rec.Redirect, rec.Path)
 	if !ok {
 		return

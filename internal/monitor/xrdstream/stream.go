@@ -127,7 +127,7 @@ type Stream struct {
 	id identity
 	// Owned by the run goroutine.
 	users    map[*monitor.Session]*userState
-	files    map[*monitor.Access]*fileState
+	files    map[*monitor.Access]fileState
 	hosts    *hostCache
 	f        fBuf
 	t        tBuf
@@ -194,7 +194,7 @@ func New(o Options) (*Stream, error) {
 	}
 	s := &Stream{
 		o: o, q: make(chan monitor.Event, o.Queue), stop: make(chan struct{}), done: make(chan struct{}),
-		now: time.Now, users: map[*monitor.Session]*userState{}, files: map[*monitor.Access]*fileState{},
+		now: time.Now, users: map[*monitor.Session]*userState{}, files: map[*monitor.Access]fileState{},
 		hosts: newHostCache(o.Resolve), seq: map[seqKey]uint8{},
 	}
 	s.id = newIdentity(o)
@@ -365,6 +365,7 @@ func (s *Stream) fstatTick() {
 				x := xfrOf(a.Info())
 				if x != f.last {
 					f.last = x
+					s.files[a] = f
 					s.scratch = xrdmon.AppendXfrRec(s.scratch[:0], f.dictID, x)
 					s.fRecord(now, s.scratch, true)
 				}
@@ -390,8 +391,7 @@ func (s *Stream) flushTick() {
 	}
 	for a := range s.files {
 		if a.CloseLost() {
-			rec := a.Info()
-			s.close(monitor.Event{Kind: monitor.EventClose, Time: now, Session: a.Session(), Access: a, Record: &rec})
+			s.close(monitor.Event{Kind: monitor.EventClose, Time: now, Session: a.Session(), Access: a})
 		}
 	}
 	for sess, u := range s.users {
@@ -422,8 +422,8 @@ func (s *Stream) handle(e monitor.Event) {
 			s.sendMap(xrdmon.CodeInfo, xrdmon.Map{DictID: e.DictID, Ident: u.ident, Info: e.Text, HasInfo: true})
 		}
 	case monitor.EventRead, monitor.EventWrite, monitor.EventReadV:
-		f := s.files[e.Access]
-		if f == nil || !s.o.IO {
+		f, ok := s.files[e.Access]
+		if !ok || !s.o.IO {
 			return
 		}
 		n := int32(min(e.N, 1<<31-1))
@@ -509,7 +509,7 @@ func (s *Stream) open(e monitor.Event) {
 	}
 	path, size, op := a.Opening()
 	u := s.user(e.Time, e.Session)
-	f := &fileState{dictID: s.NewDictID(), user: u}
+	f := fileState{dictID: s.NewDictID(), user: u}
 	s.files[a] = f
 	u.files++
 	size = max(size, 0)
@@ -530,19 +530,19 @@ func (s *Stream) open(e monitor.Event) {
 }
 
 func (s *Stream) close(e monitor.Event) {
-	f := s.files[e.Access]
-	if f == nil {
+	f, ok := s.files[e.Access]
+	if !ok {
 		// The open event was dropped: report it now, so that collectors
 		// can pair the close with a path.
 		s.open(monitor.Event{Kind: monitor.EventOpen, Time: e.Time, Session: e.Session, Access: e.Access})
-		if f = s.files[e.Access]; f == nil {
+		if f, ok = s.files[e.Access]; !ok {
 			return
 		}
 	}
 	delete(s.files, e.Access)
 	f.user.files--
-	rec := e.Record
-	x := xfrOf(*rec)
+	rec := e.Access.Final(e.Time)
+	x := xfrOf(rec)
 	forced := rec.ErrorClass == monitor.ClassClosed || f.user.discPending
 	if s.o.Files {
 		s.scratch = xrdmon.AppendTraceClose(s.scratch[:0], f.dictID, x.Read+x.Readv, x.Write)
@@ -551,13 +551,13 @@ func (s *Stream) close(e monitor.Event) {
 	if s.o.FStat {
 		var ops *xrdmon.Ops
 		if s.o.Ops {
-			ops = opsOf(rec, e.Ops)
+			ops = opsOf(&rec, e.Access.Ops())
 		}
 		s.scratch = xrdmon.AppendClose(s.scratch[:0], f.dictID, forced, x, ops, nil)
 		s.fRecord(e.Time, s.scratch, false)
 	}
 	if s.o.Cache && (rec.CacheHitBytes > 0 || rec.CacheMissBytes > 0 || e.Access.CacheBlocks() != nil) {
-		s.gRecord(e.Time, s.cacheRecord(e, rec))
+		s.gRecord(e.Time, s.cacheRecord(e, &rec))
 	}
 	if f.user.discPending && f.user.files == 0 {
 		s.disc(e.Time, e.Session)
