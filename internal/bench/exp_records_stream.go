@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -66,12 +67,7 @@ type streamRate struct{ opens, packets, bytes float64 }
 func streamTable(perK map[string][]streamRate) string {
 	var b strings.Builder
 	b.WriteString("\n| load (stream server) | opens/s | packets/s per 1,000 opens/s | bytes/s per 1,000 opens/s |\n|---|---|---|---|\n")
-	var names []string
-	for name := range perK {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(perK)) {
 		rs := perK[name]
 		var ops, pk, by []float64
 		for _, r := range rs {
@@ -95,12 +91,7 @@ func streamTable(perK map[string][]streamRate) string {
 func cpuTable(per map[string]map[string][]float64) string {
 	var b strings.Builder
 	b.WriteString("\n| load | CPU µs per request: off | records | XRootD stream | records / off | stream / off |\n|---|---|---|---|---|---|\n")
-	var names []string
-	for name := range per {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(per)) {
 		m := per[name]
 		if len(m["off"]) == 0 || len(m["on"]) == 0 || len(m["stream"]) == 0 {
 			continue
