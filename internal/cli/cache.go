@@ -24,6 +24,7 @@ func newCacheCmd() *cobra.Command {
 		ff                                                                                           fedFlags
 		af                                                                                           authFlags
 		rf                                                                                           recordsFlags
+		mf                                                                                           monitorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
@@ -85,6 +86,7 @@ block and LRU purging between watermarks (docs/cache.md).
 			if err := rf.apply(cmd, &cfg.Records); err != nil {
 				return err
 			}
+			mf.apply(cmd, &cfg.Monitoring)
 			if err := cfg.ValidateCache(); err != nil {
 				return usageError{err}
 			}
@@ -125,6 +127,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	ff.add(cmd)
 	af.add(cmd)
 	rf.add(cmd)
+	mf.add(cmd)
 	cmd.AddCommand(newCacheStatsCmd())
 	return cmd
 }

@@ -70,6 +70,7 @@ func newRedirectorCmd() *cobra.Command {
 		ff                                   fedFlags
 		af                                   authFlags
 		rf                                   recordsFlags
+		mf                                   monitorFlags
 		members                              []string
 		cmsdListen                           string
 		cmsdAllow                            []string
@@ -132,6 +133,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if err := rf.apply(cmd, &cfg.Records); err != nil {
 				return err
 			}
+			mf.apply(cmd, &cfg.Monitoring)
 			if err := cfg.ValidateRedirector(); err != nil {
 				return usageError{err}
 			}
@@ -164,6 +166,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	ff.add(cmd)
 	af.add(cmd)
 	rf.add(cmd)
+	mf.add(cmd)
 	return cmd
 }
 

@@ -175,5 +175,6 @@ func (c Config) ValidateCache() error {
 	}
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
+	errs = append(errs, c.Monitoring.validate()...)
 	return errors.Join(errs...)
 }
