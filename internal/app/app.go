@@ -52,7 +52,8 @@ type Server struct {
 	xrd      *xrdserver.Server // root:// on the same port; nil when off
 	policy   *sitePolicy
 	sweeper  *sweeper          // nil when server.orphan_sweep is off
-	records  *monitor.Recorder // nil when records are off
+	records  *monitor.Recorder // nil when records and streams are off
+	mon      *roleMonitoring
 	// ns and readOnly (by clean prefix) resolve a cmsd manager's
 	// forwarded operations; ups are the parent links (cmsd.go).
 	ns       *storage.Namespace
@@ -144,7 +145,16 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 	}
 	m := metrics.NewHTTP(reg, "server")
 	s.metrics = m
-	if s.records, err = newRecorder(cfg.Records, "server", cfg.Server.Federation.Labels, log, reg); err != nil {
+	space, err := exportSpace(cfg)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.mon, err = newMonitoring(cfg.Monitoring, "server", cfg.Server.Federation.Labels, space, nil, log, reg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.records, err = newRecorder(cfg.Records, "server", cfg.Server.Federation.Labels, log, reg, s.mon.streams()); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -205,12 +215,14 @@ func NewServer(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*
 			TPC: puller,
 		})
 	}
-	dataH := httpserve.MiddlewareWithRecords(data, log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(s.records)})
+	dataH := httpserve.MiddlewareWithRecords(data, log.With("component", "access"), m,
+		httpserve.Records{Sink: sinkOf(s.records), Sessions: s.mon.httpSessions(s.records)})
 	// /api/v1/locate: the federation's cheap stat (docs/federation.md).
-	s.handler = frontDoor(reg, map[string]http.Handler{
+	s.handler = frontDoor(reg, s.mon.handlers(map[string]http.Handler{
 		"/api/v1/locate": locateGate{next: s.local, policy: s.policy, token: cfg.Server.Federation.Token},
-	}, dataH)
+	}), dataH)
 	s.http = newHTTPServer(s.handler, cfg.Server.HTTP, m, log)
+	s.mon.sessions.Wrap(s.http)
 	s.http.TLSConfig = tlsCfg
 	return s, nil
 }
@@ -229,6 +241,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// After the last request: in-flight accesses are recorded.
 		defer closeRecorder(s.records, s.log)
 	}
+	if err := s.mon.start(u, s.xrd != nil); err != nil {
+		return err
+	}
+	defer s.mon.stop()
 	if s.xrd != nil {
 		// root:// and HTTP(S) on one port, told apart by the first byte.
 		ln = newSniffer(ln, s.cfg.HTTP.ReadHeaderTimeout, func(c net.Conn) { s.xrd.ServeConn(ctx, c) })
@@ -296,6 +312,7 @@ func (s *Server) Close() {
 		s.policy.close()
 	}
 	closeRecorder(s.records, s.log)
+	s.mon.closeUnused(s.records)
 }
 
 // Listen opens the configured address.

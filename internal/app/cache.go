@@ -21,6 +21,8 @@ import (
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/monitor/srr"
+	"github.com/wanda-fed/wanda/internal/monitor/xrdstream"
 	"github.com/wanda-fed/wanda/internal/storage"
 	xrdserver "github.com/wanda-fed/wanda/internal/xrootd/server"
 )
@@ -39,7 +41,8 @@ type Cache struct {
 	joiner   *fed.Joiner
 	xrd      *xrdserver.Server // root:// from the cache's blocks
 	policy   *sitePolicy
-	records  *monitor.Recorder // nil when records are off
+	records  *monitor.Recorder // nil when records and streams are off
+	mon      *roleMonitoring
 	// cluster is the view of the cache cluster (cache.cluster), set by
 	// Serve before it serves; nil without one (cachecluster.go).
 	cluster    atomic.Pointer[fed.ClusterView]
@@ -84,7 +87,16 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 	}
 	m := metrics.NewHTTP(reg, "cache")
 	c.metrics = m
-	if c.records, err = newRecorder(cfg.Records, "cache", k.Federation.Labels, log, reg); err != nil {
+	space := monitorSpace{
+		shares: []srr.Share{{Name: "cache", Paths: []string{"/"}, Dir: k.Dir, Quota: int64(k.MaxSize), VOs: cfg.Monitoring.SRR.VOs,
+			Used: func() (int64, int64, error) { st := core.Stats(); return st.UsedBytes, int64(st.Files), nil }}},
+		paths: []xrdstream.Path{{Logical: "/", Local: k.Dir}},
+	}
+	if c.mon, err = newMonitoring(cfg.Monitoring, "cache", k.Federation.Labels, space, &cfg.Cache, log, reg); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if c.records, err = newRecorder(cfg.Records, "cache", k.Federation.Labels, log, reg, c.mon.streams()); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -122,12 +134,14 @@ func NewCache(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*C
 		}
 		c.xrd = xrdserver.NewServer(xo)
 	}
-	dataH := httpserve.MiddlewareWithRecords(c.clusterFront(c.data), log.With("component", "access"), m, httpserve.Records{Sink: sinkOf(c.records)})
-	front := frontDoor(reg, map[string]http.Handler{
+	dataH := httpserve.MiddlewareWithRecords(c.clusterFront(c.data), log.With("component", "access"), m,
+		httpserve.Records{Sink: sinkOf(c.records), Sessions: c.mon.httpSessions(c.records)})
+	front := frontDoor(reg, c.mon.handlers(map[string]http.Handler{
 		"/api/v1/cache/stats": core.StatsHandler(),
 		"/api/v1/locate":      locateGate{next: http.HandlerFunc(c.serveLocate), policy: c.policy, token: k.Federation.Token},
-	}, dataH)
+	}), dataH)
 	c.http = newHTTPServer(front, config.Default().Server.HTTP, m, log)
+	c.mon.sessions.Wrap(c.http)
 	c.http.TLSConfig = tlsCfg
 	return c, nil
 }
@@ -144,6 +158,10 @@ func (c *Cache) Serve(ctx context.Context, ln net.Listener) error {
 		c.records.SetServer(u)
 		defer closeRecorder(c.records, c.log)
 	}
+	if err := c.mon.start(u, c.xrd != nil); err != nil {
+		return err
+	}
+	defer c.mon.stop()
 	if c.xrd != nil {
 		ln = newSniffer(ln, c.http.ReadHeaderTimeout, func(conn net.Conn) { c.xrd.ServeConn(ctx, conn) })
 	}
@@ -193,6 +211,7 @@ func (c *Cache) URL() string {
 // Close saves the records and stops the purger.
 func (c *Cache) Close() error {
 	closeRecorder(c.records, c.log)
+	c.mon.closeUnused(c.records)
 	c.policy.close()
 	return c.core.Close()
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/wanda-fed/wanda/internal/monitor"
 )
 
-// newRecorder builds a role's per-access records (docs/operations.md):
-// nil when config.Records names neither a file nor a collector. The
+// newRecorder builds a role's per-access records (docs/operations.md)
+// and feeds streams (XRootD's monitoring): nil when config.Records names
+// neither a file nor a collector and there is no stream. The
 // records' metrics are registered either way (a 0 is an answer).
-func newRecorder(c config.Records, role string, labels map[string]string, log *slog.Logger, reg prometheus.Registerer) (*monitor.Recorder, error) {
+func newRecorder(c config.Records, role string, labels map[string]string, log *slog.Logger, reg prometheus.Registerer, streams []monitor.Stream) (*monitor.Recorder, error) {
 	m := metrics.NewRecords(reg, role)
-	if !c.Enabled() {
+	if !c.Enabled() && len(streams) == 0 {
 		return nil, nil
 	}
 	progress := c.ProgressInterval
@@ -29,7 +30,7 @@ func newRecorder(c config.Records, role string, labels map[string]string, log *s
 			URL: c.Collector.URL, Batch: c.Collector.Batch, Interval: c.Collector.Interval,
 			Queue: c.Collector.Queue, Timeout: c.Collector.Timeout,
 		},
-		Queue: c.Queue, Progress: progress, Metrics: m, Log: log.With("component", "records"),
+		Queue: c.Queue, Progress: progress, Metrics: m, Log: log.With("component", "records"), Streams: streams,
 	})
 }
 

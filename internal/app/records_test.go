@@ -221,6 +221,17 @@ func TestRecordsRoot(t *testing.T) {
 }
 
 // serveRole runs a role's Serve on a loopback listener until the test ends.
+// serveCache builds a cache from cfg and serves it until the test ends.
+func serveCache(t *testing.T, cfg config.Config) string {
+	t.Helper()
+	cc, err := app.NewCache(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return serveRole(t, cc.Serve)
+}
+
 func serveRole(t *testing.T, serve func(context.Context, net.Listener) error) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -300,12 +311,7 @@ func TestRecordsRedirectorAndCache(t *testing.T) {
 	ccfg.Records.File = crf
 	ccfg.Cache.Upstream = origin
 	ccfg.Cache.Dir = t.TempDir()
-	cc, err := app.NewCache(ccfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	cbase := serveRole(t, cc.Serve)
+	cbase := serveCache(t, ccfg)
 	for range 2 {
 		if resp, b := doReq(t, http.MethodGet, cbase+"/data/c.bin", nil); resp.StatusCode != 200 || len(b) != len(data) {
 			t.Fatalf("cache GET: %d, %d bytes", resp.StatusCode, len(b))

@@ -43,6 +43,7 @@ type Redirector struct {
 	policy *sitePolicy
 	// records: one per redirected request (nil when off).
 	records *monitor.Recorder
+	mon     *roleMonitoring
 	// cmsdAddr is the cmsd listener's address (set by Serve).
 	cmsdAddr atomic.Pointer[string]
 }
@@ -71,8 +72,13 @@ func NewRedirector(cfg config.Config, log *slog.Logger, reg *prometheus.Registry
 		return nil, err
 	}
 	r.tls = r.policy.serverTLS(r.tls)
-	if r.records, err = newRecorder(cfg.Records, "redirector", cfg.Redirector.Labels, log, reg); err != nil {
+	if r.mon, err = newMonitoring(cfg.Monitoring, "redirector", cfg.Redirector.Labels, monitorSpace{}, nil, log, reg); err != nil {
 		r.policy.close()
+		return nil, err
+	}
+	if r.records, err = newRecorder(cfg.Records, "redirector", cfg.Redirector.Labels, log, reg, r.mon.streams()); err != nil {
+		r.policy.close()
+		r.mon.closeUnused(nil)
 		return nil, err
 	}
 	return r, nil
@@ -91,6 +97,10 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		r.records.SetServer(u)
 		defer closeRecorder(r.records, r.log)
 	}
+	if err := r.mon.start(u, c.XRootD); err != nil {
+		return err
+	}
+	defer r.mon.stop()
 	var static []fed.Member
 	for _, m := range c.Members {
 		var ex []fed.Export
@@ -177,10 +187,12 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		Sink: sinkOf(r.records), Skip: func(req *http.Request) bool {
 			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
 		},
+		Sessions: r.mon.httpSessions(r.records),
 	})
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
-	hs := newHTTPServer(frontDoor(r.reg, nil, api), hc, m, r.log)
+	hs := newHTTPServer(frontDoor(r.reg, r.mon.handlers(nil), api), hc, m, r.log)
+	r.mon.sessions.Wrap(hs)
 	if c.XRootD {
 		// root:// clients get kXR_redirect to the same members (wanda
 		// servers answer root:// on their HTTP port).

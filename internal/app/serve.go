@@ -118,6 +118,7 @@ func newHTTPServer(h http.Handler, hc config.HTTP, m *metrics.HTTP, log *slog.Lo
 			switch st {
 			case http.StateNew:
 				m.Connections.Inc()
+				m.ConnectionsTotal.Inc()
 			case http.StateClosed, http.StateHijacked:
 				m.Connections.Dec()
 			}

@@ -119,7 +119,7 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	} else {
 		log.Warn("no token issuer configured: anyone who reaches the API may submit and cancel jobs, moved with the service's own credentials (see docs/transfer.md)")
 	}
-	if t.records, err = newRecorder(o.Records, "transfer", nil, log, reg); err != nil {
+	if t.records, err = newRecorder(o.Records, "transfer", nil, log, reg, nil); err != nil {
 		t.Close()
 		return nil, err
 	}

@@ -265,6 +265,20 @@ type file struct {
 // disk and fetched upstream (monitor.CacheCounter).
 func (f *file) CacheBytes() (hit, miss int64) { return f.hit.Load(), f.miss.Load() }
 
+// CacheBlocks is the file's state for XRootD's cache monitoring
+// (monitor.CacheStater): its block size, its blocks, those on disk.
+func (f *file) CacheBlocks() (blockSize int64, blocks, present int) {
+	e := f.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.rec.Sums {
+		if bit(e.rec.Have, i) {
+			present++
+		}
+	}
+	return e.rec.BlockSize, len(e.rec.Sums), present
+}
+
 func (f *file) Stat() (storage.FileInfo, error) {
 	f.e.mu.Lock()
 	rec := f.e.rec

@@ -17,14 +17,16 @@ import (
 
 func newCacheCmd() *cobra.Command {
 	var (
-		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify, cluster string
-		check                                                                                                 bool
-		upToken                                                                                               string
-		prefetch, streams                                                                                     int
-		ff                                                                                                    fedFlags
-		af                                                                                                    authFlags
-		rf                                                                                                    recordsFlags
+		cfgFile, listen, upstream, dir, maxSize, blockSize, ram, logLevel, logFormat, writes, verify string
+		check                                                                                        bool
+		upToken                                                                                      string
+		prefetch, streams                                                                            int
+		ff                                                                                           fedFlags
+		af                                                                                           authFlags
+		rf                                                                                           recordsFlags
+		mf                                                                                           monitorFlags
 	)
+	var cluster string // --cluster
 	cmd := &cobra.Command{
 		Use:   "cache --upstream URL --dir DIR [--max-size SIZE] [--block-size SIZE] [--prefetch N] [--listen HOST:PORT] [--join REDIRECTOR]",
 		Short: "A block-level caching proxy (XCache-like) in front of a server or a redirector",
@@ -86,6 +88,7 @@ block and LRU purging between watermarks (docs/cache.md).
 			if err := rf.apply(cmd, &cfg.Records); err != nil {
 				return err
 			}
+			mf.apply(cmd, &cfg.Monitoring)
 			if err := cfg.ValidateCache(); err != nil {
 				return usageError{err}
 			}
@@ -127,6 +130,7 @@ block and LRU purging between watermarks (docs/cache.md).
 	ff.add(cmd)
 	af.add(cmd)
 	rf.add(cmd)
+	mf.add(cmd)
 	cmd.AddCommand(newCacheStatsCmd())
 	return cmd
 }

@@ -65,15 +65,17 @@ func (f *fedFlags) apply(cmd *cobra.Command, join *[]string, advertise, id *stri
 
 func newRedirectorCmd() *cobra.Command {
 	var (
-		cfgFile, listen, logLevel, logFormat, sel string
-		check                                     bool
-		ff                                        fedFlags
-		af                                        authFlags
-		rf                                        recordsFlags
-		members                                   []string
-		cmsdListen                                string
-		cmsdAllow                                 []string
+		cfgFile, listen, logLevel, logFormat string
+		check                                bool
+		ff                                   fedFlags
+		af                                   authFlags
+		rf                                   recordsFlags
+		mf                                   monitorFlags
+		members                              []string
+		cmsdListen                           string
+		cmsdAllow                            []string
 	)
+	var sel string // --select
 	cmd := &cobra.Command{
 		Use:   "redirector [--config FILE] [--listen HOST:PORT] [--join PARENT]...",
 		Short: "Locate files across servers and sites and redirect clients to them",
@@ -135,6 +137,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 			if err := rf.apply(cmd, &cfg.Records); err != nil {
 				return err
 			}
+			mf.apply(cmd, &cfg.Monitoring)
 			if err := cfg.ValidateRedirector(); err != nil {
 				return usageError{err}
 			}
@@ -168,6 +171,7 @@ The federation API is under /api/v1/ (docs/federation.md); /metrics and
 	ff.add(cmd)
 	af.add(cmd)
 	rf.add(cmd)
+	mf.add(cmd)
 	return cmd
 }
 

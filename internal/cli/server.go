@@ -20,6 +20,7 @@ func newServerCmd() *cobra.Command {
 		ff                                                        fedFlags
 		af                                                        authFlags
 		rf                                                        recordsFlags
+		mf                                                        monitorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--export PREFIX=DIR]... [--listen HOST:PORT]",
@@ -85,6 +86,7 @@ Flags override the config file; --export adds to its exports.
 			if err := rf.apply(cmd, &cfg.Records); err != nil {
 				return err
 			}
+			mf.apply(cmd, &cfg.Monitoring)
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -120,6 +122,7 @@ Flags override the config file; --export adds to its exports.
 	ff.add(cmd)
 	af.add(cmd)
 	rf.add(cmd)
+	mf.add(cmd)
 	return cmd
 }
 

@@ -188,6 +188,7 @@ func (c Config) ValidateCache() error {
 	errs = append(errs, validateCluster(k)...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
+	errs = append(errs, c.Monitoring.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -27,6 +27,9 @@ type Config struct {
 	Log  Log  `yaml:"log"`
 	// Records are the per-access records of whichever role runs.
 	Records Records `yaml:"records"`
+	// Monitoring reports to XRootD's collectors and WLCG's storage
+	// accounting (docs/monitoring.md).
+	Monitoring Monitoring `yaml:"monitoring"`
 }
 
 // Server is the data server role.
@@ -239,6 +242,7 @@ func Default() Config {
 		Auth:       DefaultAuth(),
 		Log:        Log{Level: "info", Format: "text"},
 		Records:    DefaultRecords(),
+		Monitoring: Monitoring{XRootD: DefaultXRootDMonitoring(), SRR: DefaultSRR()},
 	}
 }
 
@@ -333,6 +337,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
+	errs = append(errs, c.Monitoring.validate()...)
 	return errors.Join(errs...)
 }
 

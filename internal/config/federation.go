@@ -289,6 +289,7 @@ func (c Config) ValidateRedirector() error {
 	}
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Records.validate()...)
+	errs = append(errs, c.Monitoring.validate()...)
 	return errors.Join(errs...)
 }
 

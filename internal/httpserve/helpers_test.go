@@ -182,13 +182,16 @@ func (s *server) track(next http.Handler) http.Handler {
 	})
 }
 
-func (s *server) serve(t testing.TB, h http.Handler) {
+func (s *server) serve(t testing.TB, h http.Handler, configure ...func(*http.Server)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	for _, c := range configure {
+		c(hs)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.Addr = ln.Addr().String()

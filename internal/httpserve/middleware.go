@@ -90,6 +90,10 @@ type Records struct {
 	Sink monitor.Sink
 	// Skip exempts requests that are not file accesses (APIs).
 	Skip func(r *http.Request) bool
+	// Sessions gives the records of one connection a monitoring session
+	// (nil: none); the http.Server must use its ConnContext and
+	// ConnState.
+	Sessions *Sessions
 }
 
 // MiddlewareWithRecords is Middleware that also writes a record of each
@@ -146,10 +150,12 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 			if status >= 500 {
 				level = slog.LevelError
 			}
-			if acc != nil && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
+			if acc.Recorded() && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
 				// Its record says all the access line would (and more):
 				// the access is not written twice. Errors are logged
-				// either way, and both are written at debug level.
+				// either way, and both are written at debug level. (A
+				// record that only feeds the monitoring streams is no
+				// record: the line is written.)
 				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
 				if p != nil {
 					panic(p)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/wanda-fed/wanda/internal/checksum"
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/storage"
 )
 
@@ -47,6 +48,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) error {
 		return createErr(t, err)
 	}
 	defer up.Abort()
+	monitor.FromContext(r.Context()).Opened()
 	var dst io.Writer = up
 	body := &bodyReader{r: r.Body}
 	var sums *checksum.Multi

@@ -2,6 +2,8 @@ package httpserve
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
@@ -18,7 +20,8 @@ func startRecord(rs Records, r *http.Request) *monitor.Access {
 		proto = "https"
 	}
 	// URL.Path: never the query, where tokens travel (authz=...).
-	return rs.Sink.Start(monitor.Begin{Protocol: proto, Op: metricMethod(r.Method), Path: r.URL.Path, Client: r.RemoteAddr})
+	return rs.Sink.Start(monitor.Begin{Protocol: proto, Op: metricMethod(r.Method), Path: r.URL.Path, Client: r.RemoteAddr,
+		Session: rs.Sessions.session(r, proto)})
 }
 
 // endRecord finishes acc with the answer: the bytes sent and received
@@ -32,10 +35,10 @@ func endRecord(acc *monitor.Access, r *http.Request, hdr http.Header, status int
 		switch r.Method {
 		case http.MethodGet:
 			if status < 300 {
-				acc.Read(sent)
+				acc.ReadAt(rangeStart(hdr), sent)
 			}
 		case http.MethodPut:
-			acc.Write(received)
+			acc.WriteAt(0, received)
 			if status < 300 {
 				acc.SetSize(received)
 			}
@@ -64,6 +67,8 @@ func recordFile(r *http.Request, size int64, f any) func() {
 		return func() {}
 	}
 	acc.SetSize(size)
+	acc.CacheFile(f)
+	acc.Opened()
 	cc, ok := f.(monitor.CacheCounter)
 	if !ok {
 		return func() {}
@@ -88,4 +93,19 @@ func recordCopy(acc *monitor.Access, pull bool, remote, local string, prog *tpc.
 	}
 	acc.SetTransfer(local, remote, "push")
 	acc.Live(func() (int64, int64) { return prog.Bytes(), 0 })
+}
+
+// rangeStart is where a single-range answer starts (its Content-Range),
+// 0 for a whole file.
+func rangeStart(hdr http.Header) int64 {
+	cr, ok := strings.CutPrefix(hdr.Get("Content-Range"), "bytes ")
+	if !ok {
+		return 0
+	}
+	first, _, _ := strings.Cut(cr, "-")
+	n, err := strconv.ParseInt(first, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -6,19 +6,23 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/monitor"
+	"github.com/wanda-fed/wanda/internal/monitor/xrdmontest"
+	"github.com/wanda-fed/wanda/internal/monitor/xrdstream"
 	"github.com/wanda-fed/wanda/internal/storage"
 	"github.com/wanda-fed/wanda/internal/storage/posix"
 )
 
-// recordsServer serves a 4 KiB file at /store/f4k, with records to a
-// file when on.
-func recordsServer(b *testing.B, on bool) *recordsBench {
+// recordsServer serves a 4 KiB file at /store/f4k: with records to a
+// file ("on"), with XRootD's monitoring stream to a local collector
+// ("stream", its default settings), or with neither ("off").
+func recordsServer(b *testing.B, mode string) *recordsBench {
 	b.Helper()
 	dir := b.TempDir()
 	mustWrite(b, filepath.Join(dir, "f4k"), randBytes(3, 4096))
@@ -33,7 +37,22 @@ func recordsServer(b *testing.B, on bool) *recordsBench {
 	}
 	m := metrics.NewHTTP(prometheus.NewRegistry(), "server")
 	var rs httpserve.Records
-	if on {
+	if mode == "stream" {
+		col := xrdmontest.Listen(b)
+		st, err := xrdstream.New(xrdstream.Options{Dests: []string{col.Addr()}, FStat: true, User: true, Info: true, Redir: true,
+			Auth: true, FStatInterval: time.Minute, LFN: true, Ops: true, Xfr: 5, Identity: xrdstream.Identity{Host: "bench", Port: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st.Start("", 0)
+		rec, err := monitor.New(monitor.Options{Role: "server", Streams: []monitor.Stream{st}, Progress: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = rec.Close() })
+		rs.Sink, rs.Sessions = rec, httpserve.NewSessions(rec)
+	}
+	if mode == "on" {
 		rec, err := monitor.New(monitor.Options{Role: "server", File: monitor.FileOptions{Path: filepath.Join(b.TempDir(), "records.jsonl")},
 			Metrics: metrics.NewRecords(prometheus.NewRegistry(), "server")})
 		if err != nil {
@@ -44,7 +63,7 @@ func recordsServer(b *testing.B, on bool) *recordsBench {
 	}
 	s := &recordsBench{server: &server{}}
 	s.handler = httpserve.MiddlewareWithRecords(httpserve.New(httpserve.Options{Namespace: ns, Metrics: m}), slog.New(slog.DiscardHandler), m, rs)
-	s.serve(b, s.handler)
+	s.serve(b, s.handler, rs.Sessions.Wrap)
 	return s
 }
 
@@ -55,15 +74,12 @@ type recordsBench struct {
 }
 
 // BenchmarkGet4KiBRecords: 4 KiB GETs over loopback, 8 clients at once,
-// records off and on (the bound: under 1% of requests/s).
+// records off and on, and XRootD's stream on (the issues' bound: under
+// 1% of requests/s).
 func BenchmarkGet4KiBRecords(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := recordsServer(b, on)
+	for _, mode := range []string{"off", "on", "stream"} {
+		b.Run(mode, func(b *testing.B) {
+			s := recordsServer(b, mode)
 			req, _ := http.NewRequest(http.MethodGet, s.URL+"/store/f4k", nil)
 			benchGet(b, s.server, req, http.StatusOK, 4096)
 			b.SetBytes(4096)
@@ -83,13 +99,9 @@ func BenchmarkGet4KiBRecords(b *testing.B) {
 // network), so the records' own cost per request shows: the difference
 // between off and on.
 func BenchmarkHandler4KiBRecords(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := recordsServer(b, on)
+	for _, mode := range []string{"off", "on", "stream"} {
+		b.Run(mode, func(b *testing.B) {
+			s := recordsServer(b, mode)
 			h := s.handler
 			req := httptest.NewRequest(http.MethodGet, "/store/f4k", nil)
 			b.ReportAllocs()

@@ -130,23 +130,7 @@ func TestRecordsBinaryServer(t *testing.T) {
 	})
 
 	// A vector read through the XRootD Python bindings.
-	requireTool(t, "python3")
-	if r := runFor(t, time.Minute, "", "python3", "-c", "import XRootD"); r.Err != nil {
-		missing(t, "python3 cannot import XRootD (apt install python3-xrootd)")
-	}
-	script := `
-import sys
-from XRootD import client
-f = client.File()
-st, _ = f.open(sys.argv[1] + "/store/data/file-1m.bin")
-assert st.ok, st
-st, res = f.vector_read([(0, 16), (4096, 16), (1048560, 16)])
-assert st.ok, st
-f.close()
-`
-	if r := runFor(t, time.Minute, dir, "python3", "-c", script, rootURL(base)); r.Err != nil {
-		t.Fatalf("python vector_read: %v\n%s", r.Err, r.Stderr)
-	}
+	pyVectorRead(t, xrootdPython(t), dir, rootURL(base)+"/store/data/file-1m.bin")
 	m = findRecord(t, rf, "the vector read", func(m map[string]any) bool { return num(m, "readvs") > 0 })
 	if num(m, "readv_segments") != 3 || num(m, "readv_bytes") != 48 || str(m, "path") != "/store/data/file-1m.bin" {
 		t.Errorf("readv record: %v", m)

@@ -16,7 +16,9 @@ type HTTP struct {
 	BytesIn     prometheus.Counter
 	InFlight    prometheus.Gauge
 	Connections prometheus.Gauge
-	Errors      *prometheus.CounterVec // kind
+	// ConnectionsTotal counts the connections accepted.
+	ConnectionsTotal prometheus.Counter
+	Errors           *prometheus.CounterVec // kind
 }
 
 // NewHTTP registers the HTTP metric set with reg under the given role label
@@ -43,11 +45,14 @@ func NewHTTP(reg prometheus.Registerer, role string) *HTTP {
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "wanda_http_open_connections", Help: "Open client connections.", ConstLabels: c,
 		}),
+		ConnectionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_http_connections_total", Help: "Client connections accepted.", ConstLabels: c,
+		}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wanda_http_errors_total", Help: "Requests that ended in an error, by kind.", ConstLabels: c,
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.Errors)
+	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.ConnectionsTotal, m.Errors)
 	return m
 }
 
@@ -69,6 +74,10 @@ type XRootD struct {
 	InFlight    prometheus.Gauge
 	Connections prometheus.Gauge
 	OpenFiles   prometheus.Gauge
+	// ConnectionsTotal counts the connections accepted (bound data paths
+	// included); Redirects the kXR_redirect answers.
+	ConnectionsTotal prometheus.Counter
+	Redirects        prometheus.Counter
 }
 
 // NewXRootD registers the root:// metric set with reg under the given role
@@ -99,7 +108,13 @@ func NewXRootD(reg prometheus.Registerer, role string) *XRootD {
 		OpenFiles: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "wanda_xrootd_open_files", Help: "Files open by root:// sessions.", ConstLabels: c,
 		}),
+		ConnectionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_xrootd_connections_total", Help: "root:// connections accepted (bound data paths included).", ConstLabels: c,
+		}),
+		Redirects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wanda_xrootd_redirects_total", Help: "kXR_redirect answers (a redirector sending a client on).", ConstLabels: c,
+		}),
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.OpenFiles)
+	reg.MustRegister(m.Requests, m.Duration, m.BytesOut, m.BytesIn, m.InFlight, m.Connections, m.OpenFiles, m.ConnectionsTotal, m.Redirects)
 	return m
 }

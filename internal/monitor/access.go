@@ -23,6 +23,8 @@ type Begin struct {
 	Client   string // the client's address
 	// Start is when the access began (zero: now).
 	Start time.Time
+	// Session is the client's session, for the streams (nil: none).
+	Session *Session
 }
 
 // Start is s.Start(b), or nil when s is nil.
@@ -47,10 +49,16 @@ type Access struct {
 	hit, miss                    atomic.Int64
 	ended                        atomic.Bool
 	lastProgress                 atomic.Int64 // unix nanoseconds
+	opened                       atomic.Bool  // Opened was called
+	closeLost                    atomic.Bool  // a stream dropped its close
+	session                      *Session
+	trackOps                     bool // a stream needs the request sizes
+	ops                          ops
 
-	mu   sync.Mutex
-	rec  Record // the static parts
-	live func() (read, written int64)
+	mu    sync.Mutex
+	rec   Record // the static parts
+	live  func() (read, written int64)
+	cache CacheStater // a cache's file, for the streams
 }
 
 // Read counts one read of n bytes.
@@ -60,6 +68,9 @@ func (a *Access) Read(n int64) {
 	}
 	a.reads.Add(1)
 	a.readBytes.Add(n)
+	if a.trackOps {
+		minMax(&a.ops.rdMin, &a.ops.rdMax, n)
+	}
 }
 
 // ReadV counts one vector read of segs segments, n bytes in all.
@@ -70,6 +81,11 @@ func (a *Access) ReadV(segs int, n int64) {
 	a.readvs.Add(1)
 	a.readvSegs.Add(int64(segs))
 	a.readvByte.Add(n)
+	if a.trackOps {
+		minMax(&a.ops.rvMin, &a.ops.rvMax, n)
+		minMax(&a.ops.rsMin, &a.ops.rsMax, int64(segs))
+	}
+	a.io(EventReadV, 0, n, segs)
 }
 
 // Write counts one write of n bytes.
@@ -79,6 +95,9 @@ func (a *Access) Write(n int64) {
 	}
 	a.writes.Add(1)
 	a.writeBytes.Add(n)
+	if a.trackOps {
+		minMax(&a.ops.wrMin, &a.ops.wrMax, n)
+	}
 }
 
 // CacheBytes counts bytes a cache served from its disk (hit) and fetched
@@ -107,7 +126,9 @@ func (a *Access) SetUser(u string) {
 	}
 	a.mu.Lock()
 	a.rec.User = u
+	proto := a.rec.Protocol
 	a.mu.Unlock()
+	a.session.SetUser(proto, u)
 }
 
 // SetSize sets the file's size.

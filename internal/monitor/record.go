@@ -7,6 +7,10 @@
 // (collector.go). Records that do not fit are dropped and counted
 // (wanda_records_dropped_total), never silently.
 //
+// Streams (stream.go) see the same accesses as they happen — an open,
+// a close, a client's session (a root:// login, an HTTP connection) and
+// its end —: XRootD's UDP monitoring streams (package xrdstream) are one.
+//
 // A front-end starts an Access (Sink.Start), counts its reads, vector
 // reads and writes on it (atomic counters in the Access: no allocation
 // per read) and ends it once (Access.End). Long accesses are also

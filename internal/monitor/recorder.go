@@ -31,6 +31,9 @@ type Options struct {
 	// Progress is the time between progress records of an access that
 	// is still running (default DefaultProgress; negative: none).
 	Progress time.Duration
+	// Streams see sessions and accesses as they happen (XRootD's UDP
+	// streams); the Recorder closes them after its last event.
+	Streams []Stream
 	// Metrics counts records written and dropped (nil: not counted).
 	Metrics *metrics.Records
 	Log     *slog.Logger
@@ -47,6 +50,9 @@ type Recorder struct {
 	file   *rotator
 	coll   *collector
 	closed atomic.Bool
+	// needs is what the streams want counted; sessions numbers them.
+	needs    Needs
+	sessions atomic.Uint64
 
 	// active are the accesses running, for progress records: sharded by
 	// id, so that concurrent accesses rarely take the same lock.
@@ -79,12 +85,17 @@ func New(o Options) (*Recorder, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.File.Path == "" && o.Collector.URL == "" {
-		return nil, errors.New("records: neither a file nor a collector URL")
+	if o.File.Path == "" && o.Collector.URL == "" && len(o.Streams) == 0 {
+		return nil, errors.New("records: neither a file, a collector URL nor a stream")
 	}
 	r := &Recorder{
-		o: o, queue: make(chan Record, o.Queue),
+		o:    o,
 		stop: make(chan struct{}), done: make(chan struct{}), now: time.Now,
+	}
+	for _, s := range o.Streams {
+		n := s.Needs()
+		r.needs.Ops = r.needs.Ops || n.Ops
+		r.needs.IO = r.needs.IO || n.IO
 	}
 	if o.File.Path != "" {
 		f, err := openRotator(o.File)
@@ -103,6 +114,11 @@ func New(o Options) (*Recorder, error) {
 		}
 		r.coll = c
 	}
+	// The records' queue; none when only streams are fed (a nil
+	// channel: the writer never finds anything in it).
+	if r.records() {
+		r.queue = make(chan Record, o.Queue)
+	}
 	go r.run()
 	return r, nil
 }
@@ -113,7 +129,8 @@ func (r *Recorder) SetServer(u string) { r.server.Store(&u) }
 
 // Start implements Sink.
 func (r *Recorder) Start(b Begin) *Access {
-	a := &Access{r: r, id: r.ids.Add(1), start: b.Start}
+	a := &Access{r: r, id: r.ids.Add(1), start: b.Start, session: b.Session}
+	a.trackOps = r.needs.Ops
 	if a.start.IsZero() {
 		a.start = r.now()
 	}
@@ -128,7 +145,7 @@ func (r *Recorder) Start(b Begin) *Access {
 	if s := r.server.Load(); s != nil {
 		a.rec.Server = *s
 	}
-	if r.o.Progress > 0 {
+	if r.o.Progress > 0 && r.records() {
 		sh := &r.active[a.id%activeShards]
 		sh.mu.Lock()
 		if sh.m == nil {
@@ -140,15 +157,34 @@ func (r *Recorder) Start(b Begin) *Access {
 	return a
 }
 
-// end queues a's record.
+// records reports whether records are written (a file or a collector),
+// not only streams fed.
+func (r *Recorder) records() bool { return r.file != nil || r.coll != nil }
+
+// end queues a's record and tells the streams.
 func (r *Recorder) end(a *Access) {
-	if r.o.Progress > 0 {
+	if r.o.Progress > 0 && r.records() {
 		sh := &r.active[a.id%activeShards]
 		sh.mu.Lock()
 		delete(sh.m, a)
 		sh.mu.Unlock()
 	}
-	r.enqueue(a.snapshot(r.now(), false))
+	now := r.now()
+	if r.records() {
+		r.enqueue(a.snapshot(now, false))
+	}
+	if len(r.o.Streams) == 0 {
+		return
+	}
+	// The streams read the ended access (Final) on their own goroutine.
+	switch {
+	case a.opened.Load():
+		if !r.offer(Event{Kind: EventClose, Time: now, Session: a.session, Access: a}) {
+			a.closeLost.Store(true)
+		}
+	case a.result() == ResultRedirect:
+		r.offer(Event{Kind: EventRedirect, Time: now, Session: a.session, Access: a})
+	}
 }
 
 // enqueue hands rec to the writer, or drops and counts it: the caller
@@ -184,6 +220,10 @@ func (r *Recorder) Close() error {
 	r.once.Do(func() {
 		r.closed.Store(true)
 		close(r.stop)
+		<-r.done
+		for _, s := range r.o.Streams {
+			s.Close()
+		}
 	})
 	<-r.done
 	return nil

@@ -70,6 +70,16 @@ type Options struct {
 	// as "libXrdPss"); one missing is ErrNotInstalled. HTTP adds
 	// libXrdHttp.
 	Plugins []string
+	// Monitor sends XRootD's detailed monitoring streams to this
+	// host:port over UDP: `xrootd.monitor MonitorOptions dest
+	// MonitorEvents Monitor`, by default as OSG runs it with short
+	// intervals — "all flush 1s fstat 1s lfn ops xfr 5" and "fstat info
+	// user redir".
+	Monitor, MonitorOptions, MonitorEvents string
+	// Report sends the summary stream to this host:port: `xrd.report
+	// Report every ReportEvery all` (default every 2s).
+	Report      string
+	ReportEvery string
 	// Extra lines end the configuration (so they override earlier ones).
 	Extra []string
 	// LogPath is the daemon's log; default Work/admin/xrootd.log.
@@ -305,8 +315,32 @@ func serverConfig(o Options, export, admin string, port, httpPort int, more []st
 		}
 		lines = append(lines, "xrd.tls "+o.TLSCert+" "+o.TLSKey, ca)
 	}
+	lines = append(lines, monitorLines(o)...)
 	lines = append(append(lines, more...), o.Extra...)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// monitorLines are the configuration of Options.Monitor and Report.
+func monitorLines(o Options) []string {
+	var lines []string
+	if o.Monitor != "" {
+		opts, events := o.MonitorOptions, o.MonitorEvents
+		if opts == "" {
+			opts = "all flush 1s fstat 1s lfn ops xfr 5"
+		}
+		if events == "" {
+			events = "fstat info user redir"
+		}
+		lines = append(lines, "xrootd.monitor "+opts+" dest "+events+" "+o.Monitor)
+	}
+	if o.Report != "" {
+		every := o.ReportEvery
+		if every == "" {
+			every = "2s"
+		}
+		lines = append(lines, "xrd.report "+o.Report+" every "+every+" all")
+	}
+	return lines
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -119,6 +119,7 @@ func (f *openFile) closeFile(ctx context.Context, abort bool) error {
 	if f.f != nil {
 		if cc, ok := f.f.(monitor.CacheCounter); ok {
 			f.acc.CacheBytes(cc.CacheBytes())
+			f.acc.CacheFile(f.f)
 		}
 		return f.f.Close()
 	}

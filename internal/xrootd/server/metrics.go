@@ -40,6 +40,15 @@ func (s *Server) inFlight(d int) {
 func (s *Server) connections(d int) {
 	if m := s.opts.Metrics; m != nil {
 		m.Connections.Add(float64(d))
+		if d > 0 {
+			m.ConnectionsTotal.Add(float64(d))
+		}
+	}
+}
+
+func (s *Server) redirected() {
+	if m := s.opts.Metrics; m != nil {
+		m.Redirects.Inc()
 	}
 }
 

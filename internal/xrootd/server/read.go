@@ -118,7 +118,7 @@ func (ss *session) read(ctx context.Context, r *request) error {
 		}
 		done += k
 	}
-	acc.Read(n)
+	acc.ReadAt(rq.Offset, n)
 	return nil
 }
 
@@ -274,6 +274,6 @@ func (ss *session) pgread(ctx context.Context, r *request) error {
 		}
 		off += k
 	}
-	acc.Read(n)
+	acc.ReadAt(rq.Offset, n)
 	return nil
 }

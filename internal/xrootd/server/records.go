@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/url"
@@ -26,7 +27,7 @@ func (ss *session) startOpen(ctx context.Context, r *request, op string, start t
 		return ctx, nil
 	}
 	raw := string(trimNUL(r.data))
-	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: raw, Client: ss.main.peer, Start: start})
+	acc := sink.Start(monitor.Begin{Protocol: ss.protocolName(), Op: op, Path: raw, Client: ss.main.peer, Start: start, Session: ss.mon})
 	if _, cgi, ok := strings.Cut(raw, "?"); ok {
 		acc.SetChain(chainOf(cgi))
 	}
@@ -180,4 +181,37 @@ func (f *openFile) endRecord(err error, abort bool) {
 		acc.Succeed(monitor.ResultOK, 0)
 	}
 	acc.End()
+}
+
+// loginInfo is what a client said of itself at login (xrd.rn, its
+// release; xrd.appname; xrd.info), as XRootD reports it in a user
+// record: "&R=..&x=..&y=.." ("" when it named neither an application nor
+// an info).
+func loginInfo(cgi []byte) string {
+	v, err := url.ParseQuery(string(bytes.TrimRight(cgi, "\x00")))
+	if err != nil && len(v) == 0 {
+		return ""
+	}
+	if !v.Has("xrd.appname") && !v.Has("xrd.info") {
+		return ""
+	}
+	clean := func(s string) string { return strings.NewReplacer("&", "_", "\n", "_").Replace(s) }
+	return "&R=" + clean(v.Get("xrd.rn")) + "&x=" + clean(v.Get("xrd.appname")) + "&y=" + clean(v.Get("xrd.info"))
+}
+
+// set answers kXR_set: "monitor info TEXT" hands TEXT to the monitoring
+// streams and answers its dictionary id (0 when none takes it), as
+// XRootD does; the rest ("appid", "monitor on|off") is acknowledged.
+func (ss *session) set(r *request) error {
+	args := strings.TrimSpace(string(bytes.TrimRight(r.data, "\x00")))
+	if rest, ok := strings.CutPrefix(args, "monitor info"); ok {
+		text := strings.TrimSpace(rest)
+		if len(text) > 1024 {
+			text = text[:1024]
+		}
+		var id [4]byte
+		be32(id[:], ss.mon.Info(text))
+		return r.ok(id[:])
+	}
+	return r.ok()
 }

@@ -126,6 +126,7 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	if n, ok := ctx.Value(noteKey{}).(*redirectNote); ok {
 		n.to = hosts[0]
 	}
+	ss.srv.redirected()
 	return true, r.out.send(r.hdr.StreamID, xrootd.StatusRedirect, xrootd.RedirectResponse{Port: int32(port), Host: host}.Append(nil))
 }
 

@@ -28,6 +28,8 @@ type session struct {
 	main *conn
 	user string // from kXR_login
 	pid  int32  // from kXR_login
+	// mon is the session as the monitoring streams see it (nil: none).
+	mon *monitor.Session
 	// orgName names the client for third-party copies (org).
 	orgOnce  sync.Once
 	orgName  string
@@ -99,6 +101,7 @@ func (ss *session) end() {
 			ss.srv.log.Debug("closing a file at session end", "path", f.logical, "err", err)
 		}
 	}
+	ss.mon.End() // after the closes, as XRootD reports them
 	close(ss.endDone)
 }
 
@@ -151,6 +154,7 @@ func (ss *session) add(ctx context.Context, f *openFile) (xrootd.Handle, error) 
 		if f.f != nil {
 			acc.SetSize(f.info.Size)
 		}
+		acc.Opened()
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -291,7 +295,7 @@ func (c *conn) dispatch(ctx context.Context, r *request) error {
 	case xrootd.ReqPrepare:
 		return ss.prepare(ctx, r)
 	case xrootd.ReqSet:
-		return r.ok()
+		return ss.set(r)
 	case xrootd.ReqChmod:
 		return ss.chmod(ctx, r)
 	case xrootd.ReqWriteV:
@@ -363,6 +367,10 @@ func (c *conn) login(ctx context.Context, r *request) error {
 		}
 	}
 	ss.needAuth.Store(sec != "")
+	if sm, ok := c.srv.opts.Records.(monitor.Sessions); ok {
+		ss.mon = sm.NewSession(monitor.SessionInfo{Protocol: "xroot", Name: ss.user, PID: int64(ss.pid), Client: c.peer,
+			Login: loginInfo(r.data)})
+	}
 	c.sess = ss
 	c.srv.register(ss)
 	c.srv.log.Debug("login", "peer", c.peer, "user", ss.user)
@@ -408,6 +416,7 @@ func (c *conn) authReq(r *request) error {
 	}
 	ss.authDone.Store(true)
 	ss.needAuth.Store(false)
+	ss.mon.SetUser(typ, ss.Subject())
 	c.srv.log.Debug("authenticated", "peer", c.peer, "protocol", typ, "subject", ss.Subject())
 	return r.ok()
 }

@@ -169,7 +169,7 @@ func (ss *session) write(ctx context.Context, r *request) error {
 	if err := f.w.write(wr.Offset, r.data, r); err != nil {
 		return err
 	}
-	f.acc.Write(int64(n))
+	f.acc.WriteAt(wr.Offset, int64(n))
 	return r.ok()
 }
 
@@ -204,7 +204,7 @@ func (ss *session) pgwrite(ctx context.Context, r *request) error {
 		f.w.fail(err)
 		return err
 	}
-	f.acc.Write(int64(len(data)))
+	f.acc.WriteAt(wr.Offset, int64(len(data)))
 	if len(bad) == 0 {
 		if err := f.w.write(wr.Offset, data, r); err != nil {
 			return err

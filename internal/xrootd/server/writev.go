@@ -134,7 +134,7 @@ func (ss *session) writeVec(r *request) error {
 		if s.Length == 0 {
 			continue
 		}
-		files[s.Handle].acc.Write(int64(len(data)))
+		files[s.Handle].acc.WriteAt(s.Offset, int64(len(data)))
 		if err := files[s.Handle].w.write(s.Offset, data, nil); err != nil {
 			// The segments after it are not written: their files fail
 			// too, so that none is stored without them.
