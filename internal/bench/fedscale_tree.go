@@ -47,7 +47,6 @@ type fsTree struct {
 	members    []*fedsim.Member
 	byURL      map[string]int // member URL -> member index
 	client     *http.Client   // the members' heartbeats
-	mu         sync.Mutex
 	// heapAtStart is the global's Go heap in use before anyone joined.
 	heapAtStart int64
 }

@@ -52,7 +52,7 @@ type Options struct {
 	// MaxScrapes bounds the members whose /metrics a round reads
 	// (default 64): in a larger tree they take turns.
 	MaxScrapes int
-	Log   *slog.Logger
+	Log        *slog.Logger
 	// Probes, when set, is the sites' probe results (the Sites table
 	// shows them; a failed probe fails its site).
 	Probes func() []probe.Site
