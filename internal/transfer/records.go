@@ -25,7 +25,7 @@ func (s *Service) startRecord(f store.File, prog *progress) *monitor.Access {
 		acc.SetUser(sub)
 	}
 	acc.SetSize(f.Filesize)
-	acc.SetTransfer(redact(firstOf(f.Sources)), redact(f.Destination), "")
+	acc.SetTransfer(redact(f.Sources[f.SourceIndex]), redact(f.Destination), "")
 	acc.Live(func() (int64, int64) { n := prog.moved(); return n, n })
 	return acc
 }
@@ -44,11 +44,4 @@ func endRecord(acc *monitor.Access, a store.Attempt) {
 		acc.Succeed(monitor.ResultOK, 0)
 	}
 	acc.End()
-}
-
-func firstOf(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
 }

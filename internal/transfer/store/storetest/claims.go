@@ -90,6 +90,13 @@ func testLinks(t *testing.T, s store.Store) {
 		if got == nil {
 			got = []store.LinkLoad{}
 		}
+		for i := range got {
+			// The storages are those of the files (makeFiles).
+			if got[i].SourceSE != "https://src.example" || got[i].DestSE != "https://dst.example" {
+				t.Errorf("Links: %+v: want the storages https://src.example and https://dst.example", got[i])
+			}
+			got[i].SourceSE, got[i].DestSE = "", ""
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("Links: %+v, want %+v", got, want)
 		}
@@ -111,7 +118,7 @@ func testLinks(t *testing.T, s store.Store) {
 	}
 	links(now, store.LinkLoad{Link: b, Queued: 1})
 	wantState(t, s, ja.ID, store.JobFinishedDirty)
-	if _, err := s.Cancel(ctx, jb.ID); err != nil {
+	if _, err := s.Cancel(ctx, jb.ID, "job canceled"); err != nil {
 		t.Fatal(err)
 	}
 	links(now.Add(2 * time.Hour))
