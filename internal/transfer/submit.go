@@ -21,8 +21,8 @@ import (
 // The API's limits.
 const (
 	maxBody     = 8 << 20 // bytes of a submission
-	maxFiles    = 100000   // files per job
-	maxSources  = 16       // alternative sources per file
+	maxFiles    = 100000  // files per job
+	maxSources  = 16      // alternative sources per file
 	maxURL      = 4096
 	maxMetadata = 4096 // bytes of a file's or a job's metadata
 	maxToken    = 16384

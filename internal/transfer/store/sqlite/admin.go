@@ -300,5 +300,3 @@ func (s *Store) SEConfigs(ctx context.Context) ([]store.SEConfig, error) {
 	}
 	return cs, nil
 }
-
-

@@ -387,4 +387,3 @@ func (s *Store) Decisions(ctx context.Context, link string, limit int) ([]store.
 	}
 	return ds, nil
 }
-

@@ -171,7 +171,6 @@ func testTokens(t *testing.T, s store.Store) {
 	}
 }
 
-
 func testCancelFiles(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	now := time.Now()
