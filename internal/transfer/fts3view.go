@@ -202,9 +202,9 @@ func (e fileEntry) field(name string, vo string) (any, bool) {
 	reason := ""
 	switch {
 	case cur:
-		start, end, reason = f.Started, f.Ended, f.Reason
+		start, end, reason = f.Started, f.Ended, withClass(f.ErrorClass, f.Reason)
 	case e.last != nil:
-		start, end, reason = e.last.Start, e.last.End, e.last.Message
+		start, end, reason = e.last.Start, e.last.End, withClass(e.last.ErrorClass, e.last.Message)
 	}
 	switch name {
 	case "file_id":
@@ -325,4 +325,13 @@ func (s *Service) fileViews(ctx context.Context, j store.Job, names []string) ([
 		out[i] = e.view(names, j.VO)
 	}
 	return out, nil
+}
+
+// withClass is a failure's reason as FTS3's API gives it: its class
+// (the stable words a program may match) before the message.
+func withClass(class, msg string) string {
+	if class == "" || msg == "" || strings.HasPrefix(msg, class) {
+		return msg
+	}
+	return class + ": " + msg
 }

@@ -468,6 +468,7 @@ func (s *Service) parseFile(raw map[string]json.RawMessage, d dialect) (store.Fi
 			return f, badRequest("%s: staging and archiving are not supported (there is no tape)", k)
 		}
 	}
+	f.State = store.FileSubmitted
 	f.SourceIndex = s.pickSource(f)
 	f.Link = store.LinkOf(f.Sources[f.SourceIndex], f.Destination)
 	f.SourceSE, f.DestSE = store.SEOf(f.Sources[f.SourceIndex]), store.SEOf(f.Destination)
