@@ -92,14 +92,17 @@ func errStatus(id string, code int, msg string) status {
 }
 
 // multistatus answers a list of job answers as FTS3 does: one id, its
-// answer with its status; several, the list, 207 when any failed.
+// answer with its status; several, the list, 207 when any failed. A job
+// that had ended is answered 200 with its http_status 304 inside (FTS3
+// answers 304, whose body HTTP drops: its command line then fails to
+// read the final state its documentation promises).
 func multistatus(w http.ResponseWriter, n int, sts []status) {
 	if n <= 1 && len(sts) == 1 {
-		if sts[0].code == http.StatusNotModified {
-			w.WriteHeader(http.StatusNotModified)
-			return
+		code := sts[0].code
+		if code == http.StatusNotModified {
+			code = http.StatusOK
 		}
-		writeJSON(w, sts[0].code, sts[0].body)
+		writeJSON(w, code, sts[0].body)
 		return
 	}
 	code := http.StatusOK
