@@ -64,7 +64,7 @@ func (s *Service) ftsSubmit(w http.ResponseWriter, r *http.Request, id Identity)
 	if !created {
 		return &apiError{code: http.StatusConflict, msg: fmt.Sprintf("job %s exists already: its sid (or id) was submitted before", stored.ID)}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"job_id": stored.ID})
+	writeFTS(w, http.StatusOK, map[string]string{"job_id": stored.ID})
 	return nil
 }
 
@@ -102,7 +102,7 @@ func multistatus(w http.ResponseWriter, n int, sts []status) {
 		if code == http.StatusNotModified {
 			code = http.StatusOK
 		}
-		writeJSON(w, code, sts[0].body)
+		writeFTS(w, code, sts[0].body)
 		return
 	}
 	code := http.StatusOK
@@ -113,7 +113,7 @@ func multistatus(w http.ResponseWriter, n int, sts []status) {
 		}
 		out[i] = st.body
 	}
-	writeJSON(w, code, out)
+	writeFTS(w, code, out)
 }
 
 // jobStatus reads a job for a list answer (404 when missing).
@@ -172,7 +172,7 @@ func (s *Service) ftsFiles(w http.ResponseWriter, r *http.Request, _ Identity) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, fs)
+	writeFTS(w, http.StatusOK, fs)
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (s *Service) ftsDM(w http.ResponseWriter, r *http.Request, _ Identity) erro
 	if _, err := s.st.Job(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, []any{})
+	writeFTS(w, http.StatusOK, []any{})
 	return nil
 }
 
@@ -196,7 +196,7 @@ func (s *Service) ftsField(w http.ResponseWriter, r *http.Request, _ Identity) e
 	if !ok {
 		return &apiError{code: http.StatusNotFound, msg: fmt.Sprintf("a job has no field %q", r.PathValue("field"))}
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeFTS(w, http.StatusOK, v)
 	return nil
 }
 
@@ -231,7 +231,7 @@ func (s *Service) ftsRetries(w http.ResponseWriter, r *http.Request, _ Identity)
 		out = append(out, object{{"file_id", fid}, {"attempt", a.N}, {"datetime", ftsTimeOf(a.End)},
 			{"reason", a.ErrorClass + ": " + a.Message}, {"transfer_host", hostOf(a.Owner)}, {"log_file", nil}})
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFTS(w, http.StatusOK, out)
 	return nil
 }
 
@@ -317,7 +317,7 @@ func (s *Service) ftsList(w http.ResponseWriter, r *http.Request, id Identity) e
 		}
 		out = append(out, jv)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFTS(w, http.StatusOK, out)
 	return nil
 }
 
@@ -453,9 +453,9 @@ func (s *Service) ftsCancelFiles(w http.ResponseWriter, r *http.Request, id Iden
 	}
 	s.log.Info("files canceled", "job", j.ID, "files", fids)
 	if len(out) == 1 {
-		writeJSON(w, http.StatusOK, out[0])
+		writeFTS(w, http.StatusOK, out[0])
 		return nil
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFTS(w, http.StatusOK, out)
 	return nil
 }

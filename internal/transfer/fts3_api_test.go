@@ -261,7 +261,8 @@ func TestFTSStorages(t *testing.T) {
 		t.Errorf("the job at the banned storage alone: %v", j)
 	}
 	_, b = e.call(t, "GET", "/ban/se", "")
-	if !bytes.Contains(b, []byte(`"status": "CANCEL"`)) || !bytes.Contains(b, []byte(`"message": "gone"`)) {
+	var bans []map[string]any
+	if err := json.Unmarshal(b, &bans); err != nil || len(bans) != 1 || bans[0]["status"] != "CANCEL" || bans[0]["message"] != "gone" || bans[0]["se"] != "dav://127.0.0.1" {
 		t.Errorf("GET /ban/se: %s", b)
 	}
 	code, b = e.call(t, "POST", "/jobs", fmt.Sprintf(`{"files": [{"sources": [%q], "destinations": [%q]}]}`, onlyBanned, e.dst.URL+"/store/ban/x"))

@@ -21,7 +21,7 @@ var APIVersion = object{{"major", 3}, {"minor", 13}, {"patch", 4}}
 
 // GET /: what the endpoint is (FTS3's clients read it first).
 func (s *Service) ftsRoot(w http.ResponseWriter, _ *http.Request, _ Identity) error {
-	writeJSON(w, http.StatusOK, object{
+	writeFTS(w, http.StatusOK, object{
 		{"delegation", object{{"major", 1}, {"minor", 0}, {"patch", 0}}},
 		{"api", APIVersion},
 		{"core", nil}, // FTS3's daemons' version: there are none
@@ -56,7 +56,7 @@ func (s *Service) ftsWhoami(w http.ResponseWriter, _ *http.Request, id Identity)
 	if fqans == nil {
 		fqans = []string{}
 	}
-	writeJSON(w, http.StatusOK, object{
+	writeFTS(w, http.StatusOK, object{
 		{"user_dn", id.DN}, {"dn", []string{id.DN}}, {"base_id", BaseID.String()}, {"voms_cred", fqans},
 		{"vos", vos}, {"vos_id", vosID}, {"roles", []string{}},
 		{"level", object{{"transfer", level}, {"deleg", "all"}, {"config", map[bool]string{true: "all", false: "none"}[id.Admin]}}},
@@ -72,7 +72,7 @@ func (s *Service) ftsDelegation(w http.ResponseWriter, r *http.Request, id Ident
 	if r.PathValue("dlg") != id.DelegationID {
 		return &apiError{code: http.StatusForbidden, msg: "the delegation id asked is not yours"}
 	}
-	writeJSON(w, http.StatusOK, nil)
+	writeFTS(w, http.StatusOK, nil)
 	return nil
 }
 
@@ -123,7 +123,7 @@ func (s *Service) ftsBans(w http.ResponseWriter, r *http.Request, id Identity) e
 		out[i] = object{{"se", b.SE}, {"message", b.Message}, {"addition_time", ftsTimeOf(b.Added)},
 			{"admin_dn", b.AdminDN}, {"vo", b.VO}, {"status", b.Status}}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFTS(w, http.StatusOK, out)
 	return nil
 }
 
@@ -171,7 +171,7 @@ func (s *Service) ftsBan(w http.ResponseWriter, r *http.Request, id Identity) er
 	s.log.Warn("storage banned", "se", se, "status", st, "by", id.DN, "jobs", len(affected))
 	s.refreshBans(r.Context())
 	s.Kick()
-	writeJSON(w, http.StatusOK, affected)
+	writeFTS(w, http.StatusOK, affected)
 	return nil
 }
 
@@ -238,7 +238,7 @@ func (s *Service) ftsSEConfig(w http.ResponseWriter, r *http.Request, id Identit
 		}
 		out = append(out, kv{c.SE, entry})
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFTS(w, http.StatusOK, out)
 	return nil
 }
 
@@ -305,7 +305,7 @@ func (s *Service) ftsSetSEConfig(w http.ResponseWriter, r *http.Request, id Iden
 	if last == nil {
 		last = []any{nil, nil}
 	}
-	writeJSON(w, http.StatusOK, last)
+	writeFTS(w, http.StatusOK, last)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,25 +40,7 @@ type kv struct {
 type object []kv
 
 // MarshalJSON implements json.Marshaler.
-func (o object) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.k)
-		b.Write(k)
-		b.WriteByte(':')
-		v, err := json.Marshal(m.v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.k, err)
-		}
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
+func (o object) MarshalJSON() ([]byte, error) { return appendJSON(nil, o), nil }
 
 // get is the value of member k.
 func (o object) get(k string) (any, bool) {
@@ -137,7 +118,7 @@ func jobView(j store.Job) object {
 // fileEntry is one source of one file: a row of FTS3's t_file.
 type fileEntry struct {
 	id   int // file_id: the entry's number in the job
-	f    store.File
+	f    *store.File
 	alt  int
 	last *store.Attempt // the last attempt from this source, for sources no longer in use
 }
@@ -145,8 +126,9 @@ type fileEntry struct {
 // entries are a job's files as FTS3's rows, in order; attempts (nil:
 // not read) give the sources tried and failed their times and reason.
 func entries(fs []store.File, attempts []store.Attempt) []fileEntry {
-	var out []fileEntry
-	for _, f := range fs {
+	out := make([]fileEntry, 0, len(fs))
+	for i := range fs {
+		f := &fs[i]
 		for alt := range f.Sources {
 			e := fileEntry{id: len(out), f: f, alt: alt}
 			if alt != f.SourceIndex {
@@ -196,7 +178,7 @@ var fileFields = []string{"file_id", "hashed_id", "file_index", "job_id", "dest_
 // field is one column of the entry; ok false for a name t_file does not
 // have.
 func (e fileEntry) field(name string, vo string) (any, bool) {
-	f := &e.f
+	f := e.f
 	cur := e.alt == f.SourceIndex
 	var start, end time.Time
 	reason := ""

@@ -88,67 +88,69 @@ var paramKeys = map[string]bool{
 	"id": true, "sync": true,
 }
 
-// fileKeys are a file's fields.
-var fileKeys = map[string]bool{
-	"sources": true, "destinations": true, "checksum": true, "filesize": true, "metadata": true, "activity": true,
-	"selection_strategy": true, "source_tokens": true, "destination_tokens": true, "scitag": true,
-	"staging_metadata": true, "archive_metadata": true,
+// rawJob is a submission as decoded: the fields whose JSON types FTS3's
+// clients vary (null, numbers as strings, strings or objects) are kept
+// raw and read by parseFile and parseParams.
+type rawJob struct {
+	Files   []rawFile                  `json:"files"`
+	Params  map[string]json.RawMessage `json:"params"`
+	Delete  json.RawMessage            `json:"delete"`
+	Staging json.RawMessage            `json:"staging"`
+}
+
+type rawFile struct {
+	Sources           []string        `json:"sources"`
+	Destinations      []string        `json:"destinations"`
+	SourceTokens      []string        `json:"source_tokens"`
+	DestinationTokens []string        `json:"destination_tokens"`
+	Checksum          json.RawMessage `json:"checksum"`
+	Filesize          json.RawMessage `json:"filesize"`
+	Metadata          json.RawMessage `json:"metadata"`
+	Activity          json.RawMessage `json:"activity"`
+	Selection         json.RawMessage `json:"selection_strategy"`
+	Scitag            json.RawMessage `json:"scitag"`
+	StagingMetadata   json.RawMessage `json:"staging_metadata"`
+	ArchiveMetadata   json.RawMessage `json:"archive_metadata"`
 }
 
 // parseSubmission reads a job as id submits it. Nothing is stored: an
 // error (an *apiError: 400, 403, 413) refuses the whole job.
 func (s *Service) parseSubmission(body []byte, id Identity, d dialect) (store.Job, []store.File, error) {
-	var top map[string]json.RawMessage
-	if err := strictJSON(body, &top); err != nil {
-		return store.Job{}, nil, badRequest("the job is not a JSON object: %v", err)
+	var raw rawJob
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if !d.fts {
+		dec.DisallowUnknownFields()
 	}
-	for k, v := range top {
-		switch k {
-		case "files", "params":
-		case "delete", "staging", "Files":
-			if !isNull(v) {
-				return store.Job{}, nil, badRequest("%q: deletion and staging jobs are not supported (there is no tape; delete with the storage's own interface)", k)
-			}
-		default:
-			if !d.fts {
-				return store.Job{}, nil, badRequest("unknown field %q: a job is {\"files\": [...], \"params\": {...}}", k)
-			}
+	if err := dec.Decode(&raw); err != nil {
+		return store.Job{}, nil, badRequest("the job is not a JSON object of FTS3's form ({\"files\": [{\"sources\": [...], \"destinations\": [...]}], \"params\": {...}}): %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return store.Job{}, nil, badRequest("the job is not one JSON object (something follows it)")
+	}
+	for k, v := range map[string]json.RawMessage{"delete": raw.Delete, "staging": raw.Staging} {
+		if !isNull(v) {
+			return store.Job{}, nil, badRequest("%q: deletion and staging jobs are not supported (there is no tape; delete with the storage's own interface)", k)
 		}
-	}
-	var rawFiles []map[string]json.RawMessage
-	if v, ok := top["files"]; !ok || isNull(v) {
-		return store.Job{}, nil, badRequest("no transfers: give files: [{\"sources\": [...], \"destinations\": [...]}]")
-	} else if err := json.Unmarshal(v, &rawFiles); err != nil {
-		return store.Job{}, nil, badRequest("files: want a list of objects: %v", err)
 	}
 	switch {
-	case len(rawFiles) == 0:
+	case raw.Files == nil:
+		return store.Job{}, nil, badRequest("no transfers: give files: [{\"sources\": [...], \"destinations\": [...]}]")
+	case len(raw.Files) == 0:
 		return store.Job{}, nil, badRequest("no files: give files: [{\"sources\": [...], \"destinations\": [...]}]")
-	case len(rawFiles) > maxFiles:
-		return store.Job{}, nil, badRequest("%d files: at most %d per job", len(rawFiles), maxFiles)
+	case len(raw.Files) > maxFiles:
+		return store.Job{}, nil, badRequest("%d files: at most %d per job", len(raw.Files), maxFiles)
 	}
-	var params map[string]json.RawMessage
-	if v, ok := top["params"]; ok && !isNull(v) {
-		if err := json.Unmarshal(v, &params); err != nil {
-			return store.Job{}, nil, badRequest("params: want an object: %v", err)
-		}
-	}
-	job, err := s.parseParams(params, id, d)
+	job, err := s.parseParams(raw.Params, id, d)
 	if err != nil {
 		return store.Job{}, nil, err
 	}
-	files := make([]store.File, 0, len(rawFiles))
+	files := make([]store.File, 0, len(raw.Files))
 	anyTokens := false
-	for _, rf := range rawFiles {
-		if _, ok := rf["source_tokens"]; ok {
-			anyTokens = true
-		}
-		if _, ok := rf["destination_tokens"]; ok {
-			anyTokens = true
-		}
+	for _, rf := range raw.Files {
+		anyTokens = anyTokens || rf.SourceTokens != nil || rf.DestinationTokens != nil
 	}
-	for i, rf := range rawFiles {
-		f, err := s.parseFile(rf, d)
+	for i := range raw.Files {
+		f, err := s.parseFile(&raw.Files[i])
 		if err != nil {
 			return store.Job{}, nil, prefixErr(fmt.Sprintf("files[%d]", i), err)
 		}
@@ -392,86 +394,76 @@ func (s *Service) shapeJob(j *store.Job, files []store.File) error {
 }
 
 // parseFile reads one file of a submission.
-func (s *Service) parseFile(raw map[string]json.RawMessage, d dialect) (store.File, error) {
+func (s *Service) parseFile(rf *rawFile) (store.File, error) {
 	var f store.File
-	for k := range raw {
-		if !fileKeys[k] && !d.fts {
-			return f, badRequest("unknown field %q", k)
-		}
+	if len(rf.Sources) == 0 || len(rf.Sources) > maxSources {
+		return f, badRequest("%d sources: 1 to %d (alternatives)", len(rf.Sources), maxSources)
 	}
-	if err := json.Unmarshal(orNull(raw["sources"]), &f.Sources); err != nil {
-		return f, badRequest("sources: want a list of URLs")
+	if len(rf.Destinations) != 1 {
+		return f, badRequest("%d destinations: exactly one per file", len(rf.Destinations))
 	}
-	var dsts []string
-	if err := json.Unmarshal(orNull(raw["destinations"]), &dsts); err != nil {
-		return f, badRequest("destinations: want a list of one URL")
-	}
-	if len(f.Sources) == 0 || len(f.Sources) > maxSources {
-		return f, badRequest("%d sources: 1 to %d (alternatives)", len(f.Sources), maxSources)
-	}
-	if len(dsts) != 1 {
-		return f, badRequest("%d destinations: exactly one per file", len(dsts))
-	}
-	f.Destination = strings.TrimSpace(dsts[0])
+	f.Sources = rf.Sources
+	f.Destination = strings.TrimSpace(rf.Destinations[0])
+	srcs := make([]*url.URL, len(f.Sources))
 	for i := range f.Sources {
 		f.Sources[i] = strings.TrimSpace(f.Sources[i])
-		if _, err := checkURL(f.Sources[i]); err != nil {
+		u, err := checkURL(f.Sources[i])
+		if err != nil {
 			return f, badRequest("sources[%d]: %v", i, err)
 		}
+		srcs[i] = u
 	}
-	if _, err := checkURL(f.Destination); err != nil {
+	dst, err := checkURL(f.Destination)
+	if err != nil {
 		return f, badRequest("destinations[0]: %v", err)
 	}
-	var err error
-	if f.SourceTokens, f.DestToken, err = parseTokens(raw, len(f.Sources)); err != nil {
+	if f.SourceTokens, f.DestToken, err = parseTokens(rf.SourceTokens, rf.DestinationTokens, len(f.Sources)); err != nil {
 		return f, err
 	}
-	if v, ok := stringOf(raw["checksum"]); ok {
+	if v, ok := stringOf(rf.Checksum); ok {
 		if _, _, err := parseChecksum(v); err != nil {
 			return f, badRequest("%v", err)
 		}
 		f.Checksum = v
-	} else if v := raw["checksum"]; !isNull(v) {
+	} else if !isNull(rf.Checksum) {
 		return f, badRequest("checksum: want \"ALG:HEX\" or \"ALG\"")
 	}
 	f.Filesize = -1
-	if v := raw["filesize"]; !isNull(v) {
+	if v := rf.Filesize; !isNull(v) {
 		var x float64
 		if json.Unmarshal(v, &x) != nil || x < 0 || x > 1<<62 {
 			return f, badRequest("filesize %s: a number of bytes, not negative", v)
 		}
 		f.Filesize = int64(x)
 	}
-	if v, ok := raw["metadata"]; ok {
-		if f.Metadata, err = metadata(v); err != nil {
-			return f, badRequest("metadata: %v", err)
-		}
+	if f.Metadata, err = metadata(rf.Metadata); err != nil {
+		return f, badRequest("metadata: %v", err)
 	}
-	if v, ok := stringOf(raw["activity"]); ok && v != "" {
+	if v, ok := stringOf(rf.Activity); ok && v != "" {
 		f.Activity = v
 	}
 	f.Selection = "auto"
-	if v, ok := stringOf(raw["selection_strategy"]); ok && v != "" {
+	if v, ok := stringOf(rf.Selection); ok && v != "" {
 		if !slices.Contains(strategies, v) {
 			return f, badRequest("selection_strategy %q: one of %s", v, strings.Join(strategies, ", "))
 		}
 		f.Selection = v
 	}
-	if v := raw["scitag"]; !isNull(v) {
+	if v := rf.Scitag; !isNull(v) {
 		n, _, err := parseInt(v)
 		if err != nil || n < 65 || n > 65535 {
 			return f, badRequest("scitag %s: an integer from 65 to 65535", v)
 		}
 	}
-	for _, k := range []string{"staging_metadata", "archive_metadata"} {
-		if v := raw[k]; !isNull(v) {
+	for k, v := range map[string]json.RawMessage{"staging_metadata": rf.StagingMetadata, "archive_metadata": rf.ArchiveMetadata} {
+		if !isNull(v) {
 			return f, badRequest("%s: staging and archiving are not supported (there is no tape)", k)
 		}
 	}
 	f.State = store.FileSubmitted
 	f.SourceIndex = s.pickSource(f)
-	f.Link = store.LinkOf(f.Sources[f.SourceIndex], f.Destination)
-	f.SourceSE, f.DestSE = store.SEOf(f.Sources[f.SourceIndex]), store.SEOf(f.Destination)
+	f.Link = store.LinkOfURL(srcs[f.SourceIndex], dst)
+	f.SourceSE, f.DestSE = store.SEOfURL(srcs[f.SourceIndex]), store.SEOfURL(dst)
 	return f, nil
 }
 
@@ -479,14 +471,7 @@ func (s *Service) parseFile(raw map[string]json.RawMessage, d dialect) (store.Fi
 // both or neither, one per source and one for the destination, each a
 // non-empty string; a JWT that has expired is refused (an opaque token
 // is taken as it is: only its storage can judge it).
-func parseTokens(raw map[string]json.RawMessage, sources int) ([]string, string, error) {
-	var src, dst []string
-	if err := json.Unmarshal(orNull(raw["source_tokens"]), &src); err != nil {
-		return nil, "", badRequest("source_tokens: want a list of strings")
-	}
-	if err := json.Unmarshal(orNull(raw["destination_tokens"]), &dst); err != nil {
-		return nil, "", badRequest("destination_tokens: want a list of strings")
-	}
+func parseTokens(src, dst []string, sources int) ([]string, string, error) {
 	switch {
 	case len(src) == 0 && len(dst) == 0:
 		return nil, "", nil
@@ -564,24 +549,29 @@ func checkURL(raw string) (*url.URL, error) {
 }
 
 // metadata reads FTS3's metadata: a JSON object, or a string (kept as
-// {"label": ...}); null is none.
+// {"label": ...}); null is none. v was decoded as a whole before, so it
+// is valid JSON.
 func metadata(v json.RawMessage) (json.RawMessage, error) {
+	v = bytes.TrimSpace(v)
 	if isNull(v) {
 		return nil, nil
 	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		b, _ := json.Marshal(map[string]string{"label": s})
-		v = b
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil {
+	switch v[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, err
+		}
+		v, _ = json.Marshal(map[string]string{"label": s})
+	case '{':
+	default:
 		return nil, errors.New("want a JSON object or a string")
 	}
 	if len(v) > maxMetadata {
 		return nil, fmt.Errorf("%d bytes: at most %d", len(v), maxMetadata)
 	}
 	var buf bytes.Buffer
+	buf.Grow(len(v))
 	if err := json.Compact(&buf, v); err != nil {
 		return nil, err
 	}
@@ -688,16 +678,4 @@ func orNull(v json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return v
-}
-
-// strictJSON decodes exactly one JSON value.
-func strictJSON(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("something follows the job")
-	}
-	return nil
 }

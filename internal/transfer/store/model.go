@@ -293,6 +293,11 @@ func SEOf(raw string) string {
 	if err != nil {
 		return ""
 	}
+	return SEOfURL(u)
+}
+
+// SEOfURL is SEOf of a parsed URL.
+func SEOfURL(u *url.URL) string {
 	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname())
 }
 
@@ -301,12 +306,17 @@ func SEOf(raw string) string {
 func LinkOf(src, dst string) string {
 	s, _ := url.Parse(src)
 	d, _ := url.Parse(dst)
+	return LinkOfURL(s, d)
+}
+
+// LinkOfURL is LinkOf of parsed URLs (nil: no host).
+func LinkOfURL(src, dst *url.URL) string {
 	var sh, dh string
-	if s != nil {
-		sh = strings.ToLower(s.Host)
+	if src != nil {
+		sh = strings.ToLower(src.Host)
 	}
-	if d != nil {
-		dh = strings.ToLower(d.Host)
+	if dst != nil {
+		dh = strings.ToLower(dst.Host)
 	}
 	return sh + " -> " + dh
 }
