@@ -228,7 +228,7 @@ func rucioJob(req transfer.SubmitRequest, n int) map[string]any {
 	return map[string]any{"files": files, "params": map[string]any{
 		"account": "bench", "verify_checksum": "both", "copy_pin_lifetime": 172800, "bring_online": nil,
 		"job_metadata": map[string]any{"issuer": "rucio", "multi_sources": false, "overwrite_when_only_on_disk": false},
-		"overwrite": true, "overwrite_when_only_on_disk": false, "priority": 3, "s3alternate": true,
+		"overwrite":    true, "overwrite_when_only_on_disk": false, "priority": 3, "s3alternate": true,
 	}}
 }
 

@@ -76,7 +76,7 @@ func rucioBody(n, job int) []byte {
 	b, _ := json.Marshal(map[string]any{"files": files, "params": map[string]any{
 		"account": "bench", "verify_checksum": "both", "copy_pin_lifetime": 172800, "bring_online": nil,
 		"job_metadata": map[string]any{"issuer": "rucio", "multi_sources": false, "overwrite_when_only_on_disk": false},
-		"overwrite": true, "priority": 3, "s3alternate": true,
+		"overwrite":    true, "priority": 3, "s3alternate": true,
 	}})
 	return b
 }
