@@ -104,6 +104,16 @@ func (s *Service) schedule(ctx context.Context, full bool) {
 			return
 		}
 		s.loads.Store(&loads)
+		if sp := s.storages.Load(); sp != nil && len(sp.inbound)+len(sp.outbound) > 0 {
+			// Storage limits are set: the links' storages are needed.
+			ses, err := s.st.LinkStorages(ctx)
+			if err != nil {
+				s.log.Warn("reading the links' storages", "err", err)
+			}
+			for i := range loads {
+				loads[i].SourceSE, loads[i].DestSE = ses[loads[i].Link][0], ses[loads[i].Link][1]
+			}
+		}
 		s.view = &loadView{at: now, loads: loads, mine: s.linkActive(), claimed: map[string]int{}}
 	}
 	loads := s.view.current(s.linkActive())

@@ -85,8 +85,11 @@ type Store interface {
 
 	// Links returns, per link with queued or active files, how many are
 	// claimable now (SUBMITTED, NotBefore passed) and how many ACTIVE,
-	// ordered by link.
+	// ordered by link (without their storages: LinkStorages).
 	Links(ctx context.Context, now time.Time) ([]LinkLoad, error)
+	// LinkStorages returns the storages at the ends of each link with
+	// queued or active files (of one of its files): source, destination.
+	LinkStorages(ctx context.Context) (map[string][2]string, error)
 	// Claim leases up to n claimable files of link to owner until
 	// now+lease: highest priority first, then a fair share between
 	// submitters (the one with the fewest active files of the link

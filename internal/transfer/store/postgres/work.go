@@ -16,11 +16,10 @@ import (
 
 // Links implements store.Store.
 func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, error) {
-	rows, err := s.pool.Query(ctx, `SELECT link, queued, active, sse, dse FROM (
+	rows, err := s.pool.Query(ctx, `SELECT link, queued, active FROM (
 			SELECT link,
 				count(*) FILTER (WHERE state = 'SUBMITTED' AND (not_before IS NULL OR not_before <= $1)) AS queued,
-				count(*) FILTER (WHERE state = 'ACTIVE') AS active,
-				min(source_se) AS sse, min(dest_se) AS dse
+				count(*) FILTER (WHERE state = 'ACTIVE') AS active
 			FROM files WHERE state IN ('SUBMITTED', 'ACTIVE')
 			GROUP BY link) l
 		WHERE queued + active > 0
@@ -30,13 +29,28 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 	}
 	ls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LinkLoad, error) {
 		var l store.LinkLoad
-		err := r.Scan(&l.Link, &l.Queued, &l.Active, &l.SourceSE, &l.DestSE)
+		err := r.Scan(&l.Link, &l.Queued, &l.Active)
 		return l, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("links: %w", err)
 	}
 	return ls, nil
+}
+
+// LinkStorages implements store.Store.
+func (s *Store) LinkStorages(ctx context.Context) (map[string][2]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT link, min(source_se), min(dest_se) FROM files
+		WHERE state IN ('SUBMITTED', 'ACTIVE') GROUP BY link`)
+	if err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	m := map[string][2]string{}
+	var l, sse, dse string
+	if _, err := pgx.ForEachRow(rows, []any{&l, &sse, &dse}, func() error { m[l] = [2]string{sse, dse}; return nil }); err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	return m, nil
 }
 
 // Claim implements store.Store.
@@ -250,12 +264,12 @@ func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending
 func finishOne(ctx context.Context, tx pgx.Tx, owner string, o store.Ending) error {
 	a, next, notBefore := o.Attempt, o.Next, o.NotBefore
 	var f store.File
-	var holder string
+	var holder, typ string
 	var started *time.Time
-	err := tx.QueryRow(ctx, `SELECT state, owner, attempts, started, sources, destination, source_index, tried,
-			link, source_se, dest_se
-		FROM files WHERE job_id = $1 AND idx = $2 FOR NO KEY UPDATE`, a.Job, a.Index).Scan(&f.State, &holder, &f.Attempts, &started,
-		&f.Sources, &f.Destination, &f.SourceIndex, &f.Tried, &f.Link, &f.SourceSE, &f.DestSE)
+	err := tx.QueryRow(ctx, `SELECT f.state, f.owner, f.attempts, f.started, f.sources, f.destination, f.source_index, f.tried,
+			f.link, f.source_se, f.dest_se, (SELECT job_type FROM jobs WHERE id = f.job_id)
+		FROM files f WHERE f.job_id = $1 AND f.idx = $2 FOR NO KEY UPDATE OF f`, a.Job, a.Index).Scan(&f.State, &holder, &f.Attempts, &started,
+		&f.Sources, &f.Destination, &f.SourceIndex, &f.Tried, &f.Link, &f.SourceSE, &f.DestSE, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -301,8 +315,8 @@ func finishOne(ctx context.Context, tx pgx.Tx, owner string, o store.Ending) err
 		f.SourceIndex, f.Tried, f.Link, f.SourceSE, next.Final()); err != nil {
 		return err
 	}
-	if next == store.FileFinished {
-		// A multihop job's next hop may start.
+	if next == store.FileFinished && typ == store.TypeMultihop {
+		// The next hop may start.
 		if _, err := tx.Exec(ctx, `UPDATE files SET state = CASE WHEN EXISTS (
 				SELECT 1 FROM bans b WHERE b.se IN (files.source_se, files.dest_se) AND b.status <> 'CANCEL')
 				THEN 'ON_HOLD' ELSE 'SUBMITTED' END

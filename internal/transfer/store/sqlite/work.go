@@ -18,13 +18,12 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		return each(ctx, tx, func(r *sql.Rows) error {
 			var l store.LinkLoad
-			err := r.Scan(&l.Link, &l.Queued, &l.Active, &l.SourceSE, &l.DestSE)
+			err := r.Scan(&l.Link, &l.Queued, &l.Active)
 			ls = append(ls, l)
 			return err
 		}, `SELECT link,
 				sum(CASE WHEN state = ?1 AND not_before <= ?3 THEN 1 ELSE 0 END) AS queued,
-				sum(CASE WHEN state = ?2 THEN 1 ELSE 0 END) AS active,
-				min(source_se), min(dest_se)
+				sum(CASE WHEN state = ?2 THEN 1 ELSE 0 END) AS active
 			FROM files WHERE state IN (?1, ?2)
 			GROUP BY link HAVING queued + active > 0 ORDER BY link`,
 			store.FileSubmitted, store.FileActive, ts(now))
@@ -33,6 +32,23 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 		return nil, fmt.Errorf("links: %w", err)
 	}
 	return ls, nil
+}
+
+// LinkStorages implements store.Store.
+func (s *Store) LinkStorages(ctx context.Context) (map[string][2]string, error) {
+	m := map[string][2]string{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		return each(ctx, tx, func(r *sql.Rows) error {
+			var l, sse, dse string
+			err := r.Scan(&l, &sse, &dse)
+			m[l] = [2]string{sse, dse}
+			return err
+		}, `SELECT link, min(source_se), min(dest_se) FROM files WHERE state IN ('SUBMITTED', 'ACTIVE') GROUP BY link`)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	return m, nil
 }
 
 // Claim implements store.Store.
@@ -201,12 +217,12 @@ func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending
 func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error {
 	a, next := o.Attempt, o.Next
 	var f store.File
-	var holder, started, src string
+	var holder, started, src, typ string
 	err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started, sources, destination, source_index, tried,
-			link, source_se, dest_se
+			link, source_se, dest_se, (SELECT job_type FROM jobs WHERE id = files.job_id)
 		FROM files WHERE job_id = ? AND idx = ?`,
 		a.Job, a.Index).Scan(&f.State, &holder, &f.Attempts, &started, &src, &f.Destination, &f.SourceIndex, &f.Tried,
-		&f.Link, &f.SourceSE, &f.DestSE)
+		&f.Link, &f.SourceSE, &f.DestSE, &typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -216,8 +232,10 @@ func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error
 	if f.State != store.FileActive || holder != owner || (a.N != 0 && a.N != f.Attempts) {
 		return store.ErrLeaseLost
 	}
-	if err := json.Unmarshal([]byte(src), &f.Sources); err != nil {
-		return fmt.Errorf("file %s/%d: stored sources: %w", a.Job, a.Index, err)
+	if o.Advance {
+		if err := json.Unmarshal([]byte(src), &f.Sources); err != nil {
+			return fmt.Errorf("file %s/%d: stored sources: %w", a.Job, a.Index, err)
+		}
 	}
 	a.N, a.Owner = f.Attempts, owner
 	if a.Start.IsZero() {
@@ -260,9 +278,9 @@ func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error
 		a.Job, a.Index); err != nil {
 		return err
 	}
-	if next == store.FileFinished {
-		// A multihop job's next hop may start (files after a NOT_USED
-		// one are NOT_USED too: only the next one moves).
+	if next == store.FileFinished && typ == store.TypeMultihop {
+		// The next hop may start (files after a NOT_USED one are
+		// NOT_USED too: only the next one moves).
 		if _, err := tx.ExecContext(ctx, `UPDATE files SET state = CASE WHEN EXISTS (
 				SELECT 1 FROM bans b WHERE b.se IN (files.source_se, files.dest_se) AND b.status <> 'CANCEL')
 				THEN 'ON_HOLD' ELSE 'SUBMITTED' END
