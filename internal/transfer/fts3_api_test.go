@@ -79,6 +79,7 @@ func TestFTSSubmissions(t *testing.T) {
 		{"multihop with alternatives", `{"files": [{"sources": ["http://h/a", "http://i/a"], "destinations": ["http://h/b"]}], "params": {"multihop": true}}`, "exclude"},
 		{"source tokens alone", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b"], "source_tokens": ["x"]}]}`, "both or neither"},
 		{"too few source tokens", `{"files": [{"sources": ["http://h/a", "http://i/a"], "destinations": ["http://h/b"], "source_tokens": ["x"], "destination_tokens": ["y"]}]}`, "one per source"},
+		{"tokens for root://", `{"files": [{"sources": ["root://h//a"], "destinations": ["http://h/b"], "source_tokens": ["x"], "destination_tokens": ["y"]}]}`, "root://"},
 		{"an expired token", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b"], "source_tokens": ["` + expired + `"], "destination_tokens": ["y"]}]}`, "expired"},
 		{"no sid", `{"files": [` + f + `], "params": {"id_generator": "deterministic"}}`, "sid"},
 		{"a strategy FTS3 does not have", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b"], "selection_strategy": "random"}]}`, "selection_strategy"},

@@ -420,6 +420,13 @@ func (s *Service) parseFile(rf *rawFile) (store.File, error) {
 	if f.SourceTokens, f.DestToken, err = parseTokens(rf.SourceTokens, rf.DestinationTokens, len(f.Sources)); err != nil {
 		return f, err
 	}
+	if f.DestToken != "" {
+		for _, u := range append(srcs, dst) {
+			if u.Scheme == "root" || u.Scheme == "roots" {
+				return f, badRequest("%s: tokens go to http(s) and dav(s) storages; a root:// URL with tokens is not supported (name the storage's WebDAV door, davs://)", redact(u.String()))
+			}
+		}
+	}
 	if v, ok := stringOf(rf.Checksum); ok {
 		if _, _, err := parseChecksum(v); err != nil {
 			return f, badRequest("%v", err)
