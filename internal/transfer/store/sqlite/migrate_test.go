@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -65,14 +66,19 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 }
 
-// A file's tokens are gone from the database once it has ended.
+// A file's tokens are gone from the database once it has ended; a new
+// database is readable by its owner alone.
 func TestTokensClearedAtTheEnd(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"))
+	path := filepath.Join(t.TempDir(), "t.db")
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a new database's mode: %v %v, want 0600", fi.Mode(), err)
+	}
 	j, _, err := s.Submit(ctx, store.Job{Submitter: "a"}, []store.File{{Sources: []string{"https://a/x"}, Destination: "https://b/x",
 		SourceTokens: []string{"secret-src"}, DestToken: "secret-dst"}})
 	if err != nil {
