@@ -30,16 +30,15 @@ import (
 // administrators, loopback allowed), in front of three wanda storages
 // over https that take tokens of the same issuer.
 type ftsEnv struct {
-	url      string // the service
-	is       *authtest.Issuer
-	sites    [3]*testserver.Server
-	dirs     [3]string
-	robot    string // the FTS access token of the submitter (a Rucio robot of VO atlas)
-	other    string // another identity's
-	admin    string
-	log      *syncBuffer // the service's log
-	pool     *http.Client
-	tokScope string
+	url   string // the service
+	is    *authtest.Issuer
+	sites [3]*testserver.Server
+	dirs  [3]string
+	robot string // the FTS access token of the submitter (a Rucio robot of VO atlas)
+	other string // another identity's
+	admin string
+	log   *syncBuffer // the service's log
+	pool  *http.Client
 }
 
 // syncBuffer is a log buffer written by the service's goroutines.

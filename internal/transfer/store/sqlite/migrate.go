@@ -153,7 +153,6 @@ func backfillStorages(ctx context.Context, tx *sql.Tx) error {
 	type row struct {
 		job         string
 		idx         int
-		src, dst    string
 		sources     []string
 		destination string
 	}
