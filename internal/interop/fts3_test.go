@@ -1,7 +1,9 @@
 package interop
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,4 +298,29 @@ print(json.dumps(out))
 		t.Errorf("a staging job through the bindings: %s", out.Staging)
 	}
 	sameBytes(t, "easy", readFile(t, filepath.Join(s.dstDir, "easy")), data)
+}
+
+// apiJSON sends a request to the service as tok (none: "") and decodes
+// the answer into out (nil: not read); it returns the status.
+func apiJSON(t *testing.T, hc *http.Client, method, url, tok string, body []byte, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %d: %v", method, url, resp.StatusCode, err)
+		}
+	}
+	return resp.StatusCode
 }

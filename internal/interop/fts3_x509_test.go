@@ -96,26 +96,15 @@ func TestFTSX509(t *testing.T) {
 	if err := json.Unmarshal(r.Stdout, &job); err != nil || job["user_dn"] != dn || job["vo_name"] != who["vos"].([]any)[0] {
 		t.Fatalf("fts-rest-transfer-status: %v %v\n%s", err, job, r.Stderr)
 	}
-	req, _ := http.NewRequest("DELETE", svc.URL+"/jobs/"+sub["job_id"], nil)
-	req.Header.Set("Authorization", "Bearer "+robot)
-	resp, err = (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("cancel of the DN's job with another identity's token: %d", resp.StatusCode)
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if code := apiJSON(t, noCert, "DELETE", svc.URL+"/jobs/"+sub["job_id"], robot, nil, nil); code != http.StatusForbidden {
+		t.Errorf("cancel of the DN's job with another identity's token: %d", code)
 	}
 	if r = fts("transfer-cancel", sub["job_id"]); r.Err != nil || !bytes.Contains(r.Stdout, []byte("CANCELED")) && !bytes.Contains(r.Stdout, []byte("FAILED")) {
 		t.Errorf("fts-rest-transfer-cancel with the proxy: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
 	// No credential: 401.
-	resp, err = (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}).Get(svc.URL + "/whoami")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("whoami without a credential: %d", resp.StatusCode)
+	if code := apiJSON(t, noCert, "GET", svc.URL+"/whoami", "", nil, nil); code != http.StatusUnauthorized {
+		t.Errorf("whoami without a credential: %d", code)
 	}
 }

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -54,18 +53,9 @@ func TestFTSJobsWithXRootD(t *testing.T) {
 			"params": map[string]any{"verify_checksum": "both", "overwrite": false, "priority": 3, "copy_pin_lifetime": 172800,
 				"bring_online": nil, "job_metadata": map[string]any{"issuer": "rucio", "multi_sources": false}},
 		})
-		req, _ := http.NewRequest("POST", svc.URL+"/jobs", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+robot)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out map[string]string
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || out["job_id"] == "" {
-			t.Fatalf("submit %s -> %s: %d %v", j.src, j.dst, resp.StatusCode, out)
+		if code := apiJSON(t, http.DefaultClient, "POST", svc.URL+"/jobs", robot, body, &out); code != 200 || out["job_id"] == "" {
+			t.Fatalf("submit %s -> %s: %d %v", j.src, j.dst, code, out)
 		}
 		ids = append(ids, out["job_id"])
 	}
@@ -77,16 +67,7 @@ func TestFTSJobsWithXRootD(t *testing.T) {
 		} `json:"files"`
 	}
 	waitFor(t, 2*time.Minute, "both jobs to end", func() bool {
-		req, _ := http.NewRequest("GET", svc.URL+"/jobs/"+strings.Join(ids, ",")+"?files=file_state,reason", nil)
-		req.Header.Set("Authorization", "Bearer "+robot)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&states); err != nil {
-			t.Fatal(err)
-		}
+		apiJSON(t, http.DefaultClient, "GET", svc.URL+"/jobs/"+strings.Join(ids, ",")+"?files=file_state,reason", robot, nil, &states)
 		for _, s := range states {
 			if s.State == "SUBMITTED" || s.State == "ACTIVE" {
 				return false
@@ -104,15 +85,8 @@ func TestFTSJobsWithXRootD(t *testing.T) {
 			continue
 		}
 		sameBytes(t, jobs[i].dst, readFile(t, jobs[i].at), m.data)
-		req, _ := http.NewRequest("GET", svc.URL+"/api/v1/jobs/"+ids[i]+"/files", nil)
-		req.Header.Set("Authorization", "Bearer "+robot)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var fs struct{ Files []struct{ Mode string } }
-		_ = json.NewDecoder(resp.Body).Decode(&fs)
-		resp.Body.Close()
+		apiJSON(t, http.DefaultClient, "GET", svc.URL+"/api/v1/jobs/"+ids[i]+"/files", robot, nil, &fs)
 		if len(fs.Files) != 1 || fs.Files[0].Mode != "pull" {
 			t.Errorf("%s -> %s: mode %+v, want a third-party copy pulled by the destination", jobs[i].src, jobs[i].dst, fs.Files)
 		}

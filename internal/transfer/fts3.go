@@ -324,38 +324,13 @@ func (s *Service) ftsList(w http.ResponseWriter, r *http.Request, id Identity) e
 // DELETE /jobs/{id}[,{id}...]: cancel jobs; each answered with the job,
 // CANCELED (304 when it had ended).
 func (s *Service) ftsCancel(w http.ResponseWriter, r *http.Request, id Identity) error {
-	list := ids(r.PathValue("ids"))
-	sts := make([]status, 0, len(list))
-	for _, jid := range list {
-		j, bad, err := s.jobStatus(r.Context(), jid)
-		if err != nil {
-			return err
+	return s.changeJobs(w, r, id, func(j store.Job) (store.Job, bool, error) {
+		j, err := s.cancel(r.Context(), j.ID)
+		if errors.Is(err, store.ErrFinal) {
+			return j, false, nil
 		}
-		if bad == nil {
-			if err := mayChange(id, j); err != nil {
-				st := errStatus(jid, http.StatusForbidden, err.Error())
-				bad = &st
-			}
-		}
-		if bad != nil {
-			sts = append(sts, *bad)
-			continue
-		}
-		j, err = s.cancel(r.Context(), jid)
-		code, msg := http.StatusOK, any(nil)
-		switch {
-		case errors.Is(err, store.ErrFinal):
-			code, msg = http.StatusNotModified, "The job is in a terminal state"
-		case err != nil:
-			return err
-		}
-		sts = append(sts, status{code: code, body: append(jobView(j), kv{"http_status", httpStatus(code)}, kv{"http_message", msg})})
-	}
-	if len(sts) == 0 {
-		return badRequest("no job id")
-	}
-	multistatus(w, len(list), sts)
-	return nil
+		return j, true, err
+	})
 }
 
 // POST /jobs/{id}[,{id}...] {"params": {"priority": N}}: change the jobs'
@@ -375,6 +350,29 @@ func (s *Service) ftsModify(w http.ResponseWriter, r *http.Request, id Identity)
 	if err != nil || set && (prio < 1 || prio > 5) {
 		return badRequest("params.priority %s: 1 to 5", m.Params["priority"])
 	}
+	return s.changeJobs(w, r, id, func(j store.Job) (store.Job, bool, error) {
+		if j.State.Final() {
+			return j, false, nil
+		}
+		if !set {
+			return j, true, nil
+		}
+		j, err := s.st.SetPriority(r.Context(), j.ID, prio)
+		if errors.Is(err, store.ErrFinal) {
+			return j, false, nil
+		}
+		if err == nil {
+			s.log.Info("job priority changed", "job", j.ID, "priority", prio)
+		}
+		return j, true, err
+	})
+}
+
+// changeJobs answers a change to each job of the request's list as FTS3
+// does (multistatus): change makes it to a job that exists and that id
+// may change, and reports whether it changed anything (not: the job had
+// ended, 304).
+func (s *Service) changeJobs(w http.ResponseWriter, r *http.Request, id Identity, change func(store.Job) (store.Job, bool, error)) error {
 	list := ids(r.PathValue("ids"))
 	sts := make([]status, 0, len(list))
 	for _, jid := range list {
@@ -392,19 +390,13 @@ func (s *Service) ftsModify(w http.ResponseWriter, r *http.Request, id Identity)
 			sts = append(sts, *bad)
 			continue
 		}
+		j, changed, err := change(j)
+		if err != nil {
+			return err
+		}
 		code, msg := http.StatusOK, any(nil)
-		switch {
-		case j.State.Final():
+		if !changed {
 			code, msg = http.StatusNotModified, "The job is in a terminal state"
-		case set:
-			j, err = s.st.SetPriority(r.Context(), jid, prio)
-			if errors.Is(err, store.ErrFinal) {
-				code, msg, err = http.StatusNotModified, "The job is in a terminal state", nil
-			}
-			if err != nil {
-				return err
-			}
-			s.log.Info("job priority changed", "job", jid, "priority", prio)
 		}
 		sts = append(sts, status{code: code, body: append(jobView(j), kv{"http_status", httpStatus(code)}, kv{"http_message", msg})})
 	}

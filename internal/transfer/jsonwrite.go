@@ -5,8 +5,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
@@ -42,32 +42,11 @@ func appendJSON(b []byte, v any) []byte {
 		}
 		return append(b, '}')
 	case []object:
-		b = append(b, '[')
-		for i, o := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSON(b, o)
-		}
-		return append(b, ']')
+		return appendList(b, x, func(b []byte, o object) []byte { return appendJSON(b, o) })
 	case []string:
-		b = append(b, '[')
-		for i, s := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		return append(b, ']')
+		return appendList(b, x, appendString)
 	case []any:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSON(b, e)
-		}
-		return append(b, ']')
+		return appendList(b, x, appendJSON)
 	case string:
 		return appendString(b, x)
 	case store.FileState:
@@ -101,46 +80,18 @@ func appendJSON(b []byte, v any) []byte {
 	return append(b, m...)
 }
 
-// appendString appends s as a JSON string (invalid UTF-8 as U+FFFD).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as a JSON string (as encoding/json writes it,
+// minus its HTML escaping).
+func appendString(b []byte, s string) []byte { return monitor.AppendJSONString(b, s) }
 
-const hexDigit = "0123456789abcdef"
+// appendList appends xs as a JSON array, each element by f.
+func appendList[T any](b []byte, xs []T, f func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = f(b, x)
+	}
+	return append(b, ']')
+}

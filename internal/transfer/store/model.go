@@ -408,3 +408,37 @@ func BanMove(f File, se string, banned func(se string) bool) (to int, cancel boo
 	})
 	return to, !ok
 }
+
+// Legacy is a file stored before schema version 2 (no storages).
+type Legacy struct {
+	Job         string
+	Index       int
+	Sources     []string
+	Destination string
+}
+
+// LegacyStorages are the storages the version 2 migration gives files
+// stored before it (their first source's and their destination's) and
+// their jobs (those all their files share, "" where they differ).
+func LegacyStorages(fs []Legacy) (files [][2]string, jobs map[string][2]string) {
+	files = make([][2]string, len(fs))
+	jobs = map[string][2]string{}
+	for i, f := range fs {
+		sse, dse := SEOf(f.Sources[0]), SEOf(f.Destination)
+		files[i] = [2]string{sse, dse}
+		j, seen := jobs[f.Job]
+		switch {
+		case !seen:
+			j = [2]string{sse, dse}
+		default:
+			if j[0] != sse {
+				j[0] = ""
+			}
+			if j[1] != dse {
+				j[1] = ""
+			}
+		}
+		jobs[f.Job] = j
+	}
+	return files, jobs
+}

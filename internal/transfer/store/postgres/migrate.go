@@ -158,43 +158,23 @@ func backfillStorages(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
-	type row struct {
-		job     string
-		idx     int
-		sources []string
-		dst     string
-	}
-	var rs []row
-	var w row
-	if _, err := pgx.ForEachRow(rows, []any{&w.job, &w.idx, &w.sources, &w.dst}, func() error {
-		if len(w.sources) == 0 {
-			return fmt.Errorf("file %s/%d: no sources stored", w.job, w.idx)
+	var fs []store.Legacy
+	var f store.Legacy
+	if _, err := pgx.ForEachRow(rows, []any{&f.Job, &f.Index, &f.Sources, &f.Destination}, func() error {
+		if len(f.Sources) == 0 {
+			return fmt.Errorf("file %s/%d: no sources stored", f.Job, f.Index)
 		}
-		rs = append(rs, w)
+		fs = append(fs, f)
 		return nil
 	}); err != nil {
 		return err
 	}
-	jobs := map[string][2]string{}
-	for _, w := range rs {
-		sse, dse := store.SEOf(w.sources[0]), store.SEOf(w.dst)
+	ses, jobs := store.LegacyStorages(fs)
+	for i, f := range fs {
 		if _, err := tx.Exec(ctx, `UPDATE files SET source_se = $3, dest_se = $4 WHERE job_id = $1 AND idx = $2`,
-			w.job, w.idx, sse, dse); err != nil {
+			f.Job, f.Index, ses[i][0], ses[i][1]); err != nil {
 			return err
 		}
-		j, seen := jobs[w.job]
-		switch {
-		case !seen:
-			j = [2]string{sse, dse}
-		default:
-			if j[0] != sse {
-				j[0] = ""
-			}
-			if j[1] != dse {
-				j[1] = ""
-			}
-		}
-		jobs[w.job] = j
 	}
 	for id, j := range jobs {
 		if _, err := tx.Exec(ctx, `UPDATE jobs SET source_se = $2, dest_se = $3 WHERE id = $1`, id, j[0], j[1]); err != nil {

@@ -150,48 +150,28 @@ CREATE TABLE se_config (
 // backfillStorages sets the storages of the files and jobs stored before
 // version 2.
 func backfillStorages(ctx context.Context, tx *sql.Tx) error {
-	type row struct {
-		job         string
-		idx         int
-		sources     []string
-		destination string
-	}
-	var rows []row
+	var fs []store.Legacy
 	err := each(ctx, tx, func(r *sql.Rows) error {
-		var w row
+		var f store.Legacy
 		var src string
-		if err := r.Scan(&w.job, &w.idx, &src, &w.destination); err != nil {
+		if err := r.Scan(&f.Job, &f.Index, &src, &f.Destination); err != nil {
 			return err
 		}
-		if err := json.Unmarshal([]byte(src), &w.sources); err != nil || len(w.sources) == 0 {
-			return fmt.Errorf("file %s/%d: stored sources %q: %v", w.job, w.idx, src, err)
+		if err := json.Unmarshal([]byte(src), &f.Sources); err != nil || len(f.Sources) == 0 {
+			return fmt.Errorf("file %s/%d: stored sources %q: %v", f.Job, f.Index, src, err)
 		}
-		rows = append(rows, w)
+		fs = append(fs, f)
 		return nil
 	}, `SELECT job_id, idx, sources, destination FROM files WHERE source_se = '' ORDER BY job_id, idx`)
 	if err != nil {
 		return err
 	}
-	jobs := map[string][2]string{}
-	for _, w := range rows {
-		sse, dse := store.SEOf(w.sources[0]), store.SEOf(w.destination)
+	ses, jobs := store.LegacyStorages(fs)
+	for i, f := range fs {
 		if _, err := tx.ExecContext(ctx, `UPDATE files SET source_se = ?, dest_se = ? WHERE job_id = ? AND idx = ?`,
-			sse, dse, w.job, w.idx); err != nil {
+			ses[i][0], ses[i][1], f.Job, f.Index); err != nil {
 			return err
 		}
-		j, seen := jobs[w.job]
-		switch {
-		case !seen:
-			j = [2]string{sse, dse}
-		default:
-			if j[0] != sse {
-				j[0] = ""
-			}
-			if j[1] != dse {
-				j[1] = ""
-			}
-		}
-		jobs[w.job] = j
 	}
 	for id, j := range jobs {
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET source_se = ?, dest_se = ? WHERE id = ?`, j[0], j[1], id); err != nil {

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/transfer/store"
+	"github.com/wanda-fed/wanda/internal/transfer/store/storetest"
 )
 
 // A database of schema version 1 (before FTS3's model) with a finished
 // job of alternative sources and a waiting one: opened, it is migrated,
 // its storages filled in, and its waiting file is claimed.
 func TestMigrateFromVersion1(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v1.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -42,24 +42,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	j, err := s.Job(ctx, "old")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j.Type != store.TypeReplicas || j.UserDN != "iss#alice" || j.Finished.IsZero() || j.SourceSE != "https://a.example" || j.DestSE != "davs://c.example" {
-		t.Errorf("migrated job: %+v", j)
-	}
-	fs, err := s.Files(ctx, "old")
-	if err != nil || fs[0].SourceSE != "https://a.example" || fs[0].DestSE != "davs://c.example" || fs[0].Activity != "default" {
-		t.Fatalf("migrated file: %+v %v", fs, err)
-	}
-	if j, _ := s.Job(ctx, "open"); j.Type != store.TypeRegular || !j.Finished.IsZero() {
-		t.Errorf("migrated open job: %+v", j)
-	}
-	c, err := s.Claim(ctx, "w1", "a.example -> c.example", 5, time.Now(), time.Minute)
-	if err != nil || len(c) != 1 || c[0].Job != "open" {
-		t.Fatalf("claim after the migration: %+v %v", c, err)
-	}
+	storetest.CheckMigratedV1(t, s)
 	var n int
 	if err := s.r.QueryRow(`SELECT max(version) FROM schema_version`).Scan(&n); err != nil || n != len(migrations) {
 		t.Errorf("schema version %d, %v", n, err)

@@ -407,3 +407,28 @@ func testListJobsFTS(t *testing.T, s store.Store) {
 		t.Errorf("stored job: %+v", j)
 	}
 }
+
+// CheckMigratedV1 checks a store opened on a database of schema version
+// 1 holding a job "old" (FAILED, one file of sources
+// https://A.example:1094/x and root://b.example//x to davs://c.example/x,
+// submitted by iss#alice) and a job "open" (one file waiting on link
+// "a.example -> c.example"): the migration filled in their type, owner
+// and storages, and the waiting file is claimed.
+func CheckMigratedV1(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	j := job(t, s, "old")
+	if j.Type != store.TypeReplicas || j.UserDN != "iss#alice" || j.Finished.IsZero() || j.SourceSE != "https://a.example" || j.DestSE != "davs://c.example" {
+		t.Errorf("migrated job: %+v", j)
+	}
+	if fs := files(t, s, "old"); fs[0].SourceSE != "https://a.example" || fs[0].DestSE != "davs://c.example" || fs[0].Activity != "default" {
+		t.Errorf("migrated file: %+v", fs[0])
+	}
+	if j := job(t, s, "open"); j.Type != store.TypeRegular || !j.Finished.IsZero() {
+		t.Errorf("migrated open job: %+v", j)
+	}
+	c, err := s.Claim(ctx, "w1", "a.example -> c.example", 5, time.Now(), time.Minute)
+	if err != nil || len(c) != 1 || c[0].Job != "open" {
+		t.Fatalf("claim after the migration: %+v %v", c, err)
+	}
+}
