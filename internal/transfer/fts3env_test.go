@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,31 +36,13 @@ type ftsEnv struct {
 	robot string // the FTS access token of the submitter (a Rucio robot of VO atlas)
 	other string // another identity's
 	admin string
-	log   *syncBuffer // the service's log
+	log   *testserver.LogBuffer // the service's log
 	pool  *http.Client
-}
-
-// syncBuffer is a log buffer written by the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startFTS(t *testing.T) *ftsEnv {
 	t.Helper()
-	e := &ftsEnv{is: authtest.NewIssuer(t), log: &syncBuffer{}}
+	e := &ftsEnv{is: authtest.NewIssuer(t), log: &testserver.LogBuffer{}}
 	pair := testcert.New(t)
 	certDir := t.TempDir()
 	certFile, keyFile := filepath.Join(certDir, "cert.pem"), filepath.Join(certDir, "key.pem")
