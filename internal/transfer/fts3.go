@@ -247,7 +247,7 @@ func hostOf(owner string) string {
 // ended within it); with a limit (at most 500), the newest.
 func (s *Service) ftsList(w http.ResponseWriter, r *http.Request, id Identity) error {
 	v := r.URL.Query()
-	q := store.JobQuery{UserDN: v.Get("user_dn"), VO: v.Get("vo_name"), SourceSE: v.Get("source_se"), DestSE: v.Get("dest_se"), Limit: 10000}
+	q := store.JobQuery{UserDN: v.Get("user_dn"), VO: v.Get("vo_name"), SourceSE: v.Get("source_se"), DestSE: v.Get("dest_se"), Limit: 10000, NoCounts: true}
 	if dlg := v.Get("dlg_id"); dlg != "" {
 		if dlg != id.DelegationID && !id.Admin {
 			return &apiError{code: http.StatusForbidden, msg: "dlg_id is not your delegation id"}

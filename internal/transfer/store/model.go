@@ -224,6 +224,9 @@ type JobQuery struct {
 	CredID        string
 	SourceSE      string
 	DestSE        string
+	// NoCounts leaves the jobs' file counts out (not filled in): one
+	// query less per job for a listing that does not show them.
+	NoCounts bool
 }
 
 // Ending is an attempt that ended and where its file goes next, as

@@ -69,6 +69,10 @@ const jobCols = `j.id, j.submitter, j.state, j.params, j.created, j.updated,
 	(SELECT coalesce(json_object_agg(state, n), '{}') FROM (
 		SELECT state, count(*) AS n FROM files WHERE job_id = j.id GROUP BY state) c)`
 
+// jobColsNoCounts are jobCols with an empty object for the counts.
+const jobColsNoCounts = `j.id, j.submitter, j.state, j.params, j.created, j.updated,
+	j.job_type, j.user_dn, j.vo_name, j.cred_id, j.source_se, j.dest_se, j.reason, j.finished, j.deadline, '{}'::json`
+
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (store.Job, error) {
 	var j store.Job
@@ -123,7 +127,11 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 	if !q.FinishedAfter.IsZero() {
 		finishedAfter = utc(q.FinishedAfter)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs j
+	cols := jobCols
+	if q.NoCounts {
+		cols = jobColsNoCounts
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM jobs j
 		WHERE ($1::text[] IS NULL OR j.state = ANY ($1))
 			AND ($2::timestamptz IS NULL OR j.created < $2)
 			AND (NOT $4 OR j.finished IS NULL OR ($5::timestamptz IS NOT NULL AND j.finished >= $5))

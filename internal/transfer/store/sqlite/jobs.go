@@ -116,7 +116,7 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 	args = append(args, limit)
 	var js []store.Job
 	err := s.read(ctx, func(tx *sql.Tx) (err error) {
-		js, err = queryJobs(ctx, tx, where, args...)
+		js, err = queryJobsCounted(ctx, tx, !q.NoCounts, where, args...)
 		return err
 	})
 	if err != nil {
@@ -132,6 +132,11 @@ const jobCols = `id, submitter, state, params, created, updated, job_type, user_
 // queryJobs reads the jobs selected by where (a WHERE clause and what
 // follows) with their file counts.
 func queryJobs(ctx context.Context, tx querier, where string, args ...any) ([]store.Job, error) {
+	return queryJobsCounted(ctx, tx, true, where, args...)
+}
+
+// queryJobsCounted is queryJobs, with the counts only when counts.
+func queryJobsCounted(ctx context.Context, tx querier, counts bool, where string, args ...any) ([]store.Job, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs `+where, args...)
 	if err != nil {
 		return nil, err
@@ -163,6 +168,9 @@ func queryJobs(ctx context.Context, tx querier, where string, args ...any) ([]st
 	}
 	rows.Close()
 	for i := range js {
+		if !counts {
+			break
+		}
 		if js[i].Files, err = fileCounts(ctx, tx, js[i].ID); err != nil {
 			return nil, err
 		}

@@ -390,6 +390,9 @@ func testListJobsFTS(t *testing.T, s store.Store) {
 	if got := ids(store.JobQuery{Unfinished: true}); !slices.Equal(got, []string{c.ID, a.ID}) {
 		t.Errorf("unfinished: %v", got)
 	}
+	if got := ids(store.JobQuery{Unfinished: true, NoCounts: true}); !slices.Equal(got, []string{c.ID, a.ID}) {
+		t.Errorf("unfinished, without counts: %v", got)
+	}
 	if got := ids(store.JobQuery{Unfinished: true, FinishedAfter: now.Add(-time.Hour)}); !slices.Equal(got, []string{c.ID, b.ID, a.ID}) {
 		t.Errorf("unfinished or finished in the last hour: %v", got)
 	}
