@@ -126,7 +126,8 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 			st.Close()
 			return nil, err
 		}
-	} else {
+	}
+	if t.open() {
 		log.Warn("no authentication configured: anyone who reaches the API may submit and cancel jobs, ban and configure storages; jobs without tokens move with the service's own credentials (see docs/transfer.md)")
 	}
 	if t.tls, err = loadTLS(o.TLS, "transfer"); err != nil {
@@ -165,7 +166,7 @@ func (t *Transfer) Close() {
 func (t *Transfer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", t.svc.Handler(t.authenticate))
-	if t.policy.Open() || t.o.UIAnonymous {
+	if t.open() || t.o.UIAnonymous {
 		mux.Handle("/ui", ui.TransferHandler(t.svc))
 		mux.Handle("/ui/", ui.TransferHandler(t.svc))
 	} else {
