@@ -98,9 +98,11 @@ func jobView(j store.Job) object {
 	if !j.Deadline.IsZero() {
 		deadline = j.Deadline.Unix()
 	}
-	meta := any(json.RawMessage(p.JobMetadata))
-	if len(p.JobMetadata) == 0 {
-		meta = nil
+	// FTS3's jobs always have metadata (its auth_method): clients read
+	// it as an object (Rucio's job_metadata.get(...)).
+	meta := json.RawMessage(p.JobMetadata)
+	if len(meta) == 0 || string(meta) == "null" {
+		meta = json.RawMessage("{}")
 	}
 	return object{
 		{"job_id", j.ID}, {"source_se", nullable(j.SourceSE)}, {"dest_se", nullable(j.DestSE)},
