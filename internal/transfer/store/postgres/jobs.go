@@ -268,6 +268,16 @@ func lockOpen(ctx context.Context, tx pgx.Tx, id, where string, args ...any) (st
 	return state, err
 }
 
+// lockJob locks a job and its open files (lockOpen) and reports whether
+// it has ended; ErrNotFound.
+func lockJob(ctx context.Context, tx pgx.Tx, id string) (final bool, err error) {
+	if err := exists(ctx, tx, id); err != nil {
+		return false, err
+	}
+	state, err := lockOpen(ctx, tx, id, "true")
+	return state.Final(), err
+}
+
 // cancelFiles cancels the open files of job id that where (a condition
 // on files f after $1-$3) selects, at now: the attempts in flight are
 // recorded as canceled, their owners learn it at their next renewal.
@@ -291,17 +301,9 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (store.Job, error
 	now := utc(time.Now())
 	final := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		final = false
-		if err := exists(ctx, tx, id); err != nil {
+		var err error
+		if final, err = lockJob(ctx, tx, id); err != nil || final {
 			return err
-		}
-		state, err := lockOpen(ctx, tx, id, "true")
-		if err != nil {
-			return err
-		}
-		if state.Final() {
-			final = true
-			return nil
 		}
 		if err := cancelFiles(ctx, tx, id, now, reason, "true"); err != nil {
 			return err
@@ -364,17 +366,9 @@ func (s *Store) CancelFiles(ctx context.Context, id string, idx []int, reason st
 func (s *Store) SetPriority(ctx context.Context, id string, priority int) (store.Job, error) {
 	final := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		final = false
-		if err := exists(ctx, tx, id); err != nil {
+		var err error
+		if final, err = lockJob(ctx, tx, id); err != nil || final {
 			return err
-		}
-		state, err := lockOpen(ctx, tx, id, "true")
-		if err != nil {
-			return err
-		}
-		if state.Final() {
-			final = true
-			return nil
 		}
 		if _, err := tx.Exec(ctx, `UPDATE files SET priority = $2 WHERE job_id = $1`, id, priority); err != nil {
 			return err
