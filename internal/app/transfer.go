@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/client"
 	"github.com/wanda-fed/wanda/internal/config"
-	"github.com/wanda-fed/wanda/internal/httpserve"
 	"github.com/wanda-fed/wanda/internal/metrics"
 	"github.com/wanda-fed/wanda/internal/monitor"
 	"github.com/wanda-fed/wanda/internal/tpc"
@@ -51,6 +52,14 @@ type TransferOptions struct {
 	UIAnonymous bool
 	// Records: one per attempt at a file (docs/operations.md).
 	Records config.Records
+	// TLS serves the API over HTTPS (needed for X.509 client
+	// certificates).
+	TLS config.TLS
+	// Admins may ban and configure storages (FTS3's /ban/se and
+	// /config/se): principals as the auth rules write them ("sub:ISSUER#SUBJECT",
+	// "issuer:URL", "group:/cms", "dn:/DC=org/CN=Alice"). On a service
+	// without authentication everyone may.
+	Admins []string
 }
 
 // Transfer is a running transfer service instance.
@@ -60,6 +69,7 @@ type Transfer struct {
 	st      store.Store
 	svc     *transfer.Service
 	policy  *sitePolicy
+	tls     *tls.Config // nil: plain HTTP
 	reg     *prometheus.Registry
 	records *monitor.Recorder // nil when records are off
 }
@@ -110,15 +120,21 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	if err != nil {
 		return nil, err
 	}
-	t := &Transfer{o: o, log: log, st: st, reg: reg, policy: &sitePolicy{}}
+	t := &Transfer{o: o, log: log, st: st, reg: reg, policy: &sitePolicy{Policy: &auth.Policy{}}}
 	if o.Auth.Configured() {
 		if t.policy, err = newPolicy(o.Auth, nil, log); err != nil {
 			st.Close()
 			return nil, err
 		}
-	} else {
-		log.Warn("no token issuer configured: anyone who reaches the API may submit and cancel jobs, moved with the service's own credentials (see docs/transfer.md)")
 	}
+	if t.open() {
+		log.Warn("no authentication configured: anyone who reaches the API may submit and cancel jobs, ban and configure storages; jobs without tokens move with the service's own credentials (see docs/transfer.md)")
+	}
+	if t.tls, err = loadTLS(o.TLS, "transfer"); err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.tls = t.policy.serverTLS(t.tls)
 	if t.records, err = newRecorder(o.Records, "transfer", nil, log, reg, nil); err != nil {
 		t.Close()
 		return nil, err
@@ -144,57 +160,23 @@ func (t *Transfer) Close() {
 	t.st.Close()
 }
 
-// Handler is the API (authenticated when tokens are configured),
-// /healthz and /metrics.
+// Handler is the APIs (FTS3's at its paths, wanda's under /api/v1/;
+// authenticated when tokens or certificates are configured), the
+// dashboard, /healthz and /metrics.
 func (t *Transfer) Handler() http.Handler {
 	mux := http.NewServeMux()
-	api := t.svc.Handler(t.subject)
-	if t.policy.tokens != nil {
-		api = t.requireToken(api)
-	}
-	mux.Handle("/api/", api)
-	if t.policy.tokens == nil || t.o.UIAnonymous {
+	mux.Handle("/", t.svc.Handler(t.authenticate))
+	if t.open() || t.o.UIAnonymous {
 		mux.Handle("/ui", ui.TransferHandler(t.svc))
 		mux.Handle("/ui/", ui.TransferHandler(t.svc))
 	} else {
 		mux.HandleFunc("/ui/", func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "the dashboard shows every job: on a service with token issuers it is off unless started with --ui-anonymous", http.StatusForbidden)
+			http.Error(w, "the dashboard shows every job: on a service with authentication it is off unless started with --ui-anonymous", http.StatusForbidden)
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
 	return mux
-}
-
-// subject is the verified token's subject ("" without one).
-func (t *Transfer) subject(r *http.Request) string {
-	if t.policy.tokens == nil {
-		return ""
-	}
-	c, err := t.policy.tokens.Verify(httpserve.Bearer(r))
-	if err != nil {
-		return ""
-	}
-	return c.Issuer + "#" + c.Subject
-}
-
-// requireToken refuses API requests without a valid token (401 with the
-// reason, never the token).
-func (t *Transfer) requireToken(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw := httpserve.Bearer(r)
-		if raw == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="wanda-transfer"`)
-			http.Error(w, `{"error": "a bearer token is needed"}`, http.StatusUnauthorized)
-			return
-		}
-		if _, err := t.policy.tokens.Verify(raw); err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="wanda-transfer", error="invalid_token"`)
-			http.Error(w, fmt.Sprintf(`{"error": %q}`, "invalid token: "+err.Error()), http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // Serve runs the scheduler and the API on ln until ctx ends.
@@ -204,13 +186,17 @@ func (t *Transfer) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- t.svc.Run(sctx) }()
-	t.log.Info("serving", "role", "transfer", "url", "http://"+ln.Addr().String(), "owner", t.svc.Owner(), "db", redactDB(t.o.DB))
+	scheme := "http"
+	if t.tls != nil {
+		ln, scheme = tls.NewListener(ln, t.tls), "https"
+	}
+	t.log.Info("serving", "role", "transfer", "url", scheme+"://"+ln.Addr().String(), "owner", t.svc.Owner(), "db", redactDB(t.o.DB))
 	timeout := t.o.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	if t.records != nil {
-		t.records.SetServer("http://" + ln.Addr().String())
+		t.records.SetServer(scheme + "://" + ln.Addr().String())
 	}
 	err := serveHTTP(ctx, t.log, hs, ln, timeout, nil)
 	cancel()

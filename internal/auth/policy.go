@@ -89,6 +89,16 @@ func (p *Policy) VerifyBearer(raw string) error {
 	return nil
 }
 
+// VerifyChain verifies a TLS client's chain alone (as Authorize would,
+// cached the same way), for front-ends that need the identity, not a
+// decision on a path.
+func (p *Policy) VerifyChain(chain []*x509.Certificate) (*CertIdentity, error) {
+	if p.Certs == nil {
+		return nil, errors.New("client certificates are not accepted here (no CA configured)")
+	}
+	return p.verifyCerts(chain)
+}
+
 // Authorize implements Authorizer.
 func (p *Policy) Authorize(ctx context.Context, r Request) error {
 	// Exports are a server's; a redirector has none (its members decide

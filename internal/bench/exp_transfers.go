@@ -26,7 +26,7 @@ func init() {
 	Register(&Experiment{
 		Name:  "transfers",
 		Seed:  "001",
-		Title: "the transfer service between two sites over a WAN: many small files, a few large ones, a source down for a while (issue 16)",
+		Title: "the transfer service between two sites over a WAN: many small files, a few large ones, a source down for a while (issue 16); the small files again through wanda's command line and FTS3's API as Rucio uses it (issue 27)",
 		Doc: `A ` + "`wanda transfer serve`" + ` instance (SQLite) moves files from a source site, behind a ` +
 			"`wanda wan`" + ` relay (RTT, a rate shared by all connections, a window per connection), to a ` +
 			`destination site, by third-party copy (the destination pulls). Two phases, each submitted as jobs ` +
@@ -48,6 +48,9 @@ func init() {
 			{Name: "large_size", Help: "size of a large file", Default: "1GiB", Quick: "32MiB"},
 			{Name: "down", Help: "how long the source is down during the large phase (0: never)", Default: "30s", Quick: "2s"},
 			{Name: "link_max", Help: "the optimizer's most active transfers per link", Default: "200"},
+			{Name: "job_files", Help: "files per job of the API phases (Rucio's bulk size; 0: no API phases)", Default: "200"},
+			{Name: "rounds", Help: "rounds of the API phases (each: wanda transfer submit and FTS3's API, alternating which goes first)", Default: "3", Quick: "1"},
+			{Name: "poll", Help: "how often the FTS3 path's bulk queries ask for the open jobs' files (Rucio's poller: jobs not updated for 60 s)", Default: "5s"},
 			{Name: "small_dest", Help: "where the destination writes the small files: tmpfs (/dev/shm; the disk's own small-file rate is measured beside) or disk", Default: "tmpfs"},
 		},
 		Run: runTransfers,
@@ -140,7 +143,10 @@ func runTransfers(ctx context.Context, r *Run) error {
 		req.Params = store.Params{Retry: 5, RetryDelay: 1}
 		jobs = append(jobs, req)
 	}
-	if err := e.phase(ctx, "small files", jobs, int64(small)*smallSize, 0); err != nil {
+	if err := e.phase(ctx, "small files", e.apiPath(), jobs, int64(small)*smallSize, 0); err != nil {
+		return err
+	}
+	if err := e.pathPhases(ctx, small, smallSize); err != nil {
 		return err
 	}
 	if err := e.diskCeiling(min(small, 2000), smallSize); err != nil {
@@ -151,10 +157,10 @@ func runTransfers(ctx context.Context, r *Run) error {
 		big.Files = append(big.Files, e.file("large", k))
 	}
 	big.Params = store.Params{Retry: 20, RetryDelay: 2}
-	if err := e.phase(ctx, "large files", []transfer.SubmitRequest{big}, int64(large)*largeSize, r.Duration("down")); err != nil {
+	if err := e.phase(ctx, "large files", e.apiPath(), []transfer.SubmitRequest{big}, int64(large)*largeSize, r.Duration("down")); err != nil {
 		return err
 	}
-	r.Summary(transfersSummary(r.Rows()))
+	r.Summary(transfersSummary(r.Rows()) + transfersAPISummary(r.Rows()))
 	r.SeedTable(transfersSeed(e.cfg.RTT, small, smallSize, netLinkMBs(e.cfg)))
 	r.Plot(PlotSpec{Name: "transfers-rate", Title: "link rate (MB/s) over time", X: "t_s", Y: "rate_mb_s", Group: []string{"phase"},
 		XLabel: "seconds since the phase's first submission", YLabel: "MB/s", Where: func(row Row) bool { return row.Get("kind") == "sample" }})
@@ -208,10 +214,10 @@ func (e *transfersEnv) startSource(ctx context.Context) error {
 	return err
 }
 
-// phase submits jobs, samples the link and the optimizer every second,
-// takes the source down for down (from a third of the ideal time on),
-// and waits for every job to end.
-func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.SubmitRequest, bytes int64, down time.Duration) error {
+// phase submits jobs by path, samples the link and the optimizer every
+// second, takes the source down for down (from a third of the ideal time
+// on), and waits for every job to end.
+func (e *transfersEnv) phase(ctx context.Context, name string, path transfersPath, jobs []transfer.SubmitRequest, bytes int64, down time.Duration) error {
 	r := e.r
 	r.Step(name, 1, 1)
 	ideal := float64(bytes)/(netLinkMBs(e.cfg)*1e6) + 3*e.cfg.RTT.Seconds()
@@ -220,7 +226,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 	cpu0 := e.cpu()
 	var ids []string
 	for _, j := range jobs {
-		id, err := e.submit(ctx, j)
+		id, err := path.submit(ctx, j)
 		if err != nil {
 			return err
 		}
@@ -235,15 +241,16 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	last, lastT := st0.Down, t0
+	polled := t0
 	deadline := t0.Add(time.Duration(20*ideal*float64(time.Second)) + 5*time.Minute + down)
 	for {
-		open, err := e.open(ctx, ids)
+		open, err := path.open(ctx, ids)
 		if err != nil {
 			return err
 		}
 		if !open {
 			secs := time.Since(t0).Seconds()
-			_, states, err := e.states(ctx, ids)
+			states, err := path.states(ctx, ids)
 			if err != nil {
 				return err
 			}
@@ -256,7 +263,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			ms := func(i int) float64 {
 				return netRound(float64((cpu[i]-cpu0[i]).Microseconds())/1e3/float64(max(total, 1)), 3)
 			}
-			r.Row("kind", "phase", "phase", name, "files", total, "finished", finished, "bytes", bytes,
+			r.Row("kind", "phase", "phase", name, "path", path.name, "files", total, "finished", finished, "bytes", bytes,
 				"connections", st.Total-st0.Total, "late", st.Late-st0.Late,
 				"cpu_ms_per_file_source", ms(0), "cpu_ms_per_file_destination", ms(1), "cpu_ms_per_file_service", ms(2), "cpu_ms_per_file_relay", ms(3),
 				"seconds", netRound(secs, 2), "ideal_s", netRound(ideal, 2), "of_ideal", netRound(secs/ideal, 3),
@@ -264,7 +271,7 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			return nil
 		}
 		if time.Now().After(deadline) {
-			_, states, _ := e.states(ctx, ids)
+			states, _ := path.states(ctx, ids)
 			return fmt.Errorf("%s: jobs not done after %v: %v", name, time.Since(t0).Round(time.Second), states)
 		}
 		if !killed && down > 0 && time.Now().After(killAt) {
@@ -284,6 +291,12 @@ func (e *transfersEnv) phase(ctx context.Context, name string, jobs []transfer.S
 			return context.Cause(ctx)
 		case <-poll.C:
 		case now := <-tick.C:
+			if path.poll != nil && now.Sub(polled) >= path.pollEvery {
+				if err := path.poll(ctx, ids); err != nil {
+					return err
+				}
+				polled = now
+			}
 			st := e.rl.Stats()
 			limit, active := e.link(ctx)
 			r.Row("kind", "sample", "phase", name, "t_s", netRound(now.Sub(t0).Seconds(), 1),
@@ -333,28 +346,26 @@ func (e *transfersEnv) open(ctx context.Context, ids []string) (bool, error) {
 	return false, nil
 }
 
-// states sums the jobs' files by state; done when every job ended.
-func (e *transfersEnv) states(ctx context.Context, ids []string) (bool, map[store.FileState]int, error) {
+// states sums the jobs' files by state.
+func (e *transfersEnv) states(ctx context.Context, ids []string) (map[store.FileState]int, error) {
 	sum := map[store.FileState]int{}
-	done := true
 	for _, id := range ids {
 		hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.svc+"/api/v1/jobs/"+id, nil)
 		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
-			return false, nil, err
+			return nil, err
 		}
 		var j store.Job
 		err = json.NewDecoder(resp.Body).Decode(&j)
 		resp.Body.Close()
 		if err != nil {
-			return false, nil, err
+			return nil, err
 		}
-		done = done && j.State.Final()
 		for s, n := range j.Files {
 			sum[s] += n
 		}
 	}
-	return done, sum, nil
+	return sum, nil
 }
 
 // link is the optimizer's limit and the active transfers of the link.

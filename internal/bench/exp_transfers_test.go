@@ -10,8 +10,9 @@ import (
 )
 
 // TestTransfersQuick runs the transfers experiment on a few files and
-// checks that both phases ended with every file finished, and that the
-// link was sampled.
+// checks that every phase (small files, the same through wanda's command
+// line and through FTS3's API, large files) ended with every file
+// finished, and that the link was sampled.
 func TestTransfersQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the transfers experiment takes a quarter of a minute")
@@ -29,10 +30,12 @@ func TestTransfersQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	phases, samples := 0, 0
+	paths := map[string]bool{}
 	for _, row := range r.Rows() {
 		switch row.Get("kind") {
 		case "phase":
 			phases++
+			paths[row.Get("path").(string)] = true
 			if row.Get("files") != row.Get("finished") {
 				t.Errorf("%v: %v of %v files finished", row.Get("phase"), row.Get("finished"), row.Get("files"))
 			}
@@ -40,7 +43,7 @@ func TestTransfersQuick(t *testing.T) {
 			samples++
 		}
 	}
-	if phases != 2 || samples == 0 {
-		t.Fatalf("%d phases, %d samples", phases, samples)
+	if phases != 4 || samples == 0 || !paths["wanda transfer submit"] || !paths["FTS3 API (Rucio's requests)"] {
+		t.Fatalf("%d phases (paths %v), %d samples", phases, paths, samples)
 	}
 }

@@ -25,9 +25,11 @@ func newTransferCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "transfer",
 		Short: "The bulk transfer service (FTS-like): serve it, submit jobs, follow them",
-		Long: `A queue of transfer jobs with retries, alternative sources, checksums and a
-per-link optimizer; files move by third-party copy when both ends do it,
-else through the service (docs/transfer.md).
+		Long: `A queue of transfer jobs with retries, alternative sources, multihop jobs,
+checksums and a per-link optimizer; files move by third-party copy when both
+ends do it, else through the service. It answers FTS3's REST API (Rucio, the
+fts-rest-* commands and fts3.rest.client work against it) and wanda's own
+under /api/v1/ (docs/transfer.md).
 
   wanda transfer serve --listen 127.0.0.1:8446 --db sqlite:/var/lib/wanda/transfer.db
   wanda transfer submit --server http://127.0.0.1:8446 https://a/store/f https://b/store/f
@@ -41,7 +43,7 @@ else through the service (docs/transfer.md).
 func newTransferServeCmd() *cobra.Command {
 	var (
 		listen, db, logLevel, logFormat string
-		allow, tokenHosts               []string
+		allow, tokenHosts, admins       []string
 		uiAnonymous                     bool
 		o                               transfer.Options
 		cf                              clientFlags
@@ -67,7 +69,7 @@ func newTransferServeCmd() *cobra.Command {
 				return err
 			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, TLS: tls, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc, Admins: admins}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -90,6 +92,7 @@ func newTransferServeCmd() *cobra.Command {
 	f.DurationVar(&o.Optimizer.Interval, "optimizer-interval", 10*time.Second, "how often a busy link's limit is reconsidered")
 	f.StringArrayVar(&allow, "allow", nil, "let transfers reach this CIDR range, refused by default when private, loopback or link-local (repeatable), e.g. 10.1.0.0/16")
 	f.StringArrayVar(&tokenHosts, "token-host", nil, "a storage (host:port) the service's own token (--token) may be sent to (repeatable); no other host gets it")
+	f.StringArrayVar(&admins, "admin", nil, "an administrator, who may ban and configure storages (FTS3's /ban/se, /config/se): sub:ISSUER#SUBJECT, issuer:URL, group:/GROUP, dn:DN or user:NAME (repeatable); without authentication everyone may")
 	f.BoolVar(&uiAnonymous, "ui-anonymous", false, "with token issuers configured, show the dashboard (/ui/: every job's id, submitter, state and file counts, the links) without a token; without issuers it is always shown")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -315,7 +318,7 @@ func newTransferStatusCmd() *cobra.Command {
 // jobLine is a job in one line: state and files by state.
 func jobLine(j store.Job) string {
 	var parts []string
-	for _, s := range []store.FileState{store.FileFinished, store.FileActive, store.FileSubmitted, store.FileFailed, store.FileCanceled} {
+	for _, s := range []store.FileState{store.FileFinished, store.FileActive, store.FileSubmitted, store.FileOnHold, store.FileNotUsed, store.FileFailed, store.FileCanceled} {
 		if n := j.Files[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(string(s))))
 		}
@@ -331,7 +334,7 @@ func printFailed(ctx context.Context, out io.Writer, a *apiFlags, j store.Job) e
 	}
 	for _, f := range fr.Files {
 		if f.State == store.FileFailed || f.State == store.FileCanceled {
-			fmt.Fprintf(out, "  file %d %s: %s -> %s: %s: %s\n", f.Index, f.State, f.Sources[0], f.Destination, f.ErrorClass, f.Reason)
+			fmt.Fprintf(out, "  file %d %s: %s -> %s: %s: %s\n", f.Index, f.State, f.Sources[f.SourceIndex], f.Destination, f.ErrorClass, f.Reason)
 		}
 	}
 	return nil

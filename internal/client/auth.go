@@ -48,8 +48,12 @@ func (t *HTTPTransport) TrustURL(raw string) {
 }
 
 // bearerFor returns the token to send to u; withheld reports that there
-// is a token but it may not go there.
-func (t *HTTPTransport) bearerFor(u *url.URL) (tok string, withheld bool, err error) {
+// is a token but it may not go there. Tokens given for the operation
+// (WithTokens) replace the client's.
+func (t *HTTPTransport) bearerFor(ctx context.Context, u *url.URL) (tok string, withheld bool, err error) {
+	if s := tokensFrom(ctx); s != nil {
+		return s.lookup(u), false, nil
+	}
 	if t.Token == nil {
 		return "", false, nil
 	}
@@ -68,7 +72,7 @@ func (t *HTTPTransport) bearerFor(u *url.URL) (tok string, withheld bool, err er
 // body: its refusal is asked again as a GET of one byte, whose body says
 // why (wanda names the scope missing and the token's subject).
 func (t *HTTPTransport) refused(ctx context.Context, se *StatusError, u *url.URL, resp *http.Response, hdr http.Header, sent string, withheld bool) error {
-	if se.Code == http.StatusUnauthorized && sent != "" && t.RenewToken != nil {
+	if se.Code == http.StatusUnauthorized && sent != "" && t.RenewToken != nil && tokensFrom(ctx) == nil {
 		if tok, err := t.RenewToken(); err == nil && tok != "" && tok != sent {
 			return &tokenRenewedError{se}
 		}

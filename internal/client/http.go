@@ -172,7 +172,7 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 		// replaces ours.
 		tok, withheld = x.apply(req.Header, u)
 	} else {
-		tok, withheld, err = t.bearerFor(u)
+		tok, withheld, err = t.bearerFor(ctx, u)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
 		}

@@ -104,7 +104,7 @@ func (c *Client) thirdParty(ctx context.Context, mode string, src, dst *url.URL,
 	// Header.Set: XrdHttpTPC matches them case-sensitively
 	// ("Transferheaderauthorization" would be ignored).
 	hdr := http.Header{hdrName: {remote.String()}, "Credential": {"none"}}
-	if tok, _, err := c.HTTP.bearerFor(remote); err != nil {
+	if tok, _, err := c.HTTP.bearerFor(ctx, remote); err != nil {
 		return err
 	} else if tok != "" {
 		// The remote's token, delegated: sent there by the server.

@@ -28,6 +28,7 @@ type mixedTPC struct {
 	caDir    string
 	data     []byte
 	tok      string
+	is       *authtest.Issuer
 }
 
 func startMixedTPC(t *testing.T) *mixedTPC {
@@ -60,6 +61,7 @@ func startMixedTPC(t *testing.T) *mixedTPC {
 		return cf, kf
 	}
 	is := authtest.NewTLSIssuer(t)
+	m.is = is
 	m.tok = is.Token(t, "storage.read:/ storage.modify:/ storage.create:/", nil)
 
 	xdir := t.TempDir()

@@ -140,3 +140,7 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendJSONString is appendString for other packages' hand-written
+// JSON (the transfer service's FTS3 views).
+func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }

@@ -94,3 +94,9 @@ func sourceSide(class string) bool {
 	}
 	return false
 }
+
+// destSide reports whether a class is about the destination, so that
+// another source would not help.
+func destSide(class string) bool {
+	return class == ClassExists || class == ClassNoSpace
+}

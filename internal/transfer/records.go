@@ -20,12 +20,15 @@ func (s *Service) startRecord(f store.File, prog *progress) *monitor.Access {
 		proto, path = u.Scheme, u.Path
 	}
 	acc := s.o.Records.Start(monitor.Begin{Type: monitor.TypeTransfer, Protocol: proto, Op: "transfer", Path: path})
-	// The submitter is "issuer#subject": the record names the subject.
+	// The submitter is "issuer#subject" (the record names the subject),
+	// a certificate's DN, or "anonymous" (no user).
 	if _, sub, ok := strings.Cut(f.Submitter, "#"); ok {
 		acc.SetUser(sub)
+	} else if f.Submitter != "anonymous" && f.Submitter != "" {
+		acc.SetUser(f.Submitter)
 	}
 	acc.SetSize(f.Filesize)
-	acc.SetTransfer(redact(firstOf(f.Sources)), redact(f.Destination), "")
+	acc.SetTransfer(redact(f.Sources[f.SourceIndex]), redact(f.Destination), "")
 	acc.Live(func() (int64, int64) { n := prog.moved(); return n, n })
 	return acc
 }
@@ -44,11 +47,4 @@ func endRecord(acc *monitor.Access, a store.Attempt) {
 		acc.Succeed(monitor.ResultOK, 0)
 	}
 	acc.End()
-}
-
-func firstOf(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
 }

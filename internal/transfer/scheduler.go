@@ -92,21 +92,39 @@ func (s *Service) schedule(ctx context.Context, full bool) {
 		} else if n > 0 {
 			s.log.Info("took back files whose leases ran out", "files", n)
 		}
+		if n, err := s.st.Overdue(ctx, now); err != nil {
+			s.log.Warn("canceling overdue files", "err", err)
+		} else if n > 0 {
+			s.log.Info("canceled files not started in time (max_time_in_queue, a ban's timeout)", "files", n)
+		}
+		s.refreshBans(ctx)
 		loads, err := s.st.Links(ctx, now)
 		if err != nil {
 			s.log.Warn("reading the queue", "err", err)
 			return
 		}
+		s.loads.Store(&loads)
+		if sp := s.storages.Load(); sp != nil && len(sp.inbound)+len(sp.outbound) > 0 {
+			// Storage limits are set: the links' storages are needed.
+			ses, err := s.st.LinkStorages(ctx)
+			if err != nil {
+				s.log.Warn("reading the links' storages", "err", err)
+			}
+			for i := range loads {
+				loads[i].SourceSE, loads[i].DestSE = ses[loads[i].Link][0], ses[loads[i].Link][1]
+			}
+		}
 		s.view = &loadView{at: now, loads: loads, mine: s.linkActive(), claimed: map[string]int{}}
 	}
 	loads := s.view.current(s.linkActive())
 	s.opt.observe(ctx, now, loads, s.linkBytes())
+	caps := newSECaps(s.storages.Load(), loads)
 	for _, l := range loads {
 		free := s.o.MaxActive - s.active()
 		if free <= 0 {
 			return
 		}
-		want := min(s.opt.limit(l.Link)-l.Active, l.Queued, free)
+		want := caps.room(l, min(s.opt.limit(l.Link)-l.Active, l.Queued, free))
 		if want <= 0 {
 			continue
 		}
@@ -116,6 +134,7 @@ func (s *Service) schedule(ctx context.Context, full bool) {
 			continue
 		}
 		s.view.claimed[l.Link] += len(files)
+		caps.took(l, len(files))
 		if len(files) < want {
 			// The queue as read is gone (other instances, retries not
 			// due yet): nothing more until the next read.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,10 @@ type Service struct {
 	ends    endings
 	// renewed is when the leases were last renewed (Run's goroutine).
 	renewed time.Time
+	// storages are the bans and storage limits, loads the links' loads
+	// as the scheduler last read them (for choosing among sources).
+	storages atomic.Pointer[storages]
+	loads    atomic.Pointer[[]store.LinkLoad]
 }
 
 // flight is a file being moved by this instance.
@@ -170,18 +175,9 @@ func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flig
 	if a.Bytes == 0 {
 		a.Bytes = fl.prog.moved()
 	}
-	next, notBefore := store.FileFinished, time.Time{}
-	switch {
-	case a.ErrorClass == "":
-	case a.ErrorClass == ClassCanceled:
-		// Stopped by us (shutdown) or by a cancel: back to the queue;
-		// a canceled job's file is final already (ErrLeaseLost below).
-		next = store.FileSubmitted
-	case Retryable(a.ErrorClass) && f.Attempts <= p.Retry:
-		next, notBefore = store.FileSubmitted, retryAt(a.End, p)
-	default:
-		next = store.FileFailed
-	}
+	// Stopped by us (shutdown) or by a cancel, the file goes back to the
+	// queue; a canceled job's file is final already (ErrLeaseLost below).
+	e := s.decide(f, p, a)
 	s.opt.finished(f.Link, a)
 	if m := s.o.Metrics; m != nil {
 		result := a.ErrorClass
@@ -195,7 +191,7 @@ func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flig
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := s.ends.record(ctx, s.st, s.owner, store.Ending{Attempt: a, Next: next, NotBefore: notBefore})
+	err := s.ends.record(ctx, s.st, s.owner, e)
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		s.log.Info("the file is no longer ours (canceled, or taken over)", "job", f.Job, "file", f.Index)
@@ -204,7 +200,11 @@ func (s *Service) finish(f store.File, p store.Params, a store.Attempt, fl *flig
 	case a.ErrorClass == "":
 		s.log.Info("file done", "job", f.Job, "file", f.Index, "mode", a.Mode, "bytes", a.Bytes, "seconds", a.End.Sub(a.Start).Seconds())
 	default:
-		s.log.Warn("file attempt failed", "job", f.Job, "file", f.Index, "attempt", a.N, "class", a.ErrorClass, "next", next, "err", a.Message)
+		next := string(e.Next)
+		if e.Advance {
+			next += " from source " + strconv.Itoa(e.To)
+		}
+		s.log.Warn("file attempt failed", "job", f.Job, "file", f.Index, "attempt", a.N, "source", redact(a.Source), "class", a.ErrorClass, "next", next, "err", a.Message)
 	}
 }
 
@@ -320,7 +320,7 @@ func (r *endings) record(ctx context.Context, st store.Store, owner string, e st
 			default:
 				// The whole failed: each on its own, so that one
 				// attempt's trouble is not the others'.
-				b.done <- st.Finish(ctx, owner, b.e.Attempt, b.e.Next, b.e.NotBefore)
+				b.done <- finishOne(ctx, st, owner, b.e)
 			}
 		}
 		r.mu.Lock()
@@ -328,4 +328,13 @@ func (r *endings) record(ctx context.Context, st store.Store, owner string, e st
 	r.busy = false
 	r.mu.Unlock()
 	return <-me.done
+}
+
+// finishOne records one ending alone.
+func finishOne(ctx context.Context, st store.Store, owner string, e store.Ending) error {
+	errs, err := st.FinishAll(ctx, owner, []store.Ending{e})
+	if err == nil {
+		err = errs[0]
+	}
+	return err
 }

@@ -240,7 +240,7 @@ func TestMissingSources(t *testing.T) {
 func TestBadSubmissions(t *testing.T) {
 	e := startEnv(t, nil)
 	ok := `{"sources": ["http://127.0.0.1:1/store/a"], "destinations": ["http://127.0.0.1:2/store/a"]}`
-	big := `{"files": [` + strings.Repeat(ok+",", 10<<20/len(ok)) + ok + `]}`
+	big := `{"files": [` + strings.Repeat(ok+",", 20<<20/len(ok)) + ok + `]}`
 	for _, tc := range []struct {
 		name, body string
 		code       int
@@ -250,7 +250,7 @@ func TestBadSubmissions(t *testing.T) {
 		{"unknown file field", `{"files": [{"sources": ["http://h/a"], "destinations": ["http://h/b"], "x": 1}]}`, 400},
 		{"two objects", `{"files": [` + ok + `]} {}`, 400},
 		{"no files", `{"files": []}`, 400},
-		{"10 MB", big, 413},
+		{"20 MB", big, 413},
 		{"ftp", `{"files": [{"sources": ["ftp://h/a"], "destinations": ["http://h/b"]}]}`, 400},
 		{"file://", `{"files": [{"sources": ["file:///etc/passwd"], "destinations": ["http://h/b"]}]}`, 400},
 		{"credentials in URL", `{"files": [{"sources": ["http://u:p@h/a"], "destinations": ["http://h/b"]}]}`, 400},

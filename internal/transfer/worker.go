@@ -36,44 +36,96 @@ func (b progressBar) SetCurrent(n int64) { b.p.bytes.Store(n) }
 func (b progressBar) Add(n int)          { b.p.bytes.Add(int64(n)) }
 func (b progressBar) Done(error)         {}
 
-// move makes one attempt at f: its sources in order, the next one only
-// when the failure was the source's (missing, refused, unreachable). The
-// attempt says how it went.
+// move makes one attempt at f from its source in use. The attempt says
+// how it went; ctx ending (a cancel, the shutdown) makes it
+// ClassCanceled, the job's timeout ClassTimeout.
 func (s *Service) move(ctx context.Context, f store.File, p store.Params, prog *progress) store.Attempt {
-	a := store.Attempt{FileKey: f.FileKey, N: f.Attempts, Owner: s.owner, Start: s.now(), Destination: f.Destination}
-	for i, src := range f.Sources {
-		a.Source = src
-		prog.reset()
-		mode, bytes, err := s.copyOne(ctx, src, f, p, prog)
-		a.Mode, a.Bytes = mode, bytes
-		if err == nil {
-			a.ErrorClass, a.Message = "", ""
-			break
-		}
+	src := f.Sources[f.SourceIndex]
+	a := store.Attempt{FileKey: f.FileKey, N: f.Attempts, Owner: s.owner, Start: s.now(), Source: src, Destination: f.Destination}
+	actx := ctx
+	if p.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeoutCause(ctx, time.Duration(p.Timeout)*time.Second,
+			fmt.Errorf("the job's timeout of %d s ran out", p.Timeout))
+		defer cancel()
+	}
+	prog.reset()
+	mode, bytes, err := s.copyOne(actx, f, p, prog)
+	a.Mode, a.Bytes = mode, bytes
+	if err != nil {
 		a.ErrorClass, a.Message = Classify(err), oneLine(err.Error())
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			a.ErrorClass = ClassCanceled
-			break
+		case actx.Err() != nil:
+			a.ErrorClass, a.Message = ClassTimeout, oneLine(context.Cause(actx).Error()+": "+err.Error())
 		}
-		if !sourceSide(a.ErrorClass) || i == len(f.Sources)-1 {
-			break
-		}
-		s.log.Info("trying the next source", "job", f.Job, "file", f.Index, "source", redact(src), "class", a.ErrorClass)
 	}
 	a.End = s.now()
 	return a
 }
 
-// copyOne copies src to f's destination: skipped when Sync finds it
-// there already; by third-party copy when both ends do it, else through
-// this host; the checksum checked as VerifyChecksum says.
-func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store.Params, prog *progress) (mode string, moved int64, err error) {
+// decide is where a file goes after attempt a: FINISHED; back to the
+// queue when the attempt was stopped; on to another source at once when
+// the source failed and another one is left; a retry after the job's
+// delay when the failure may pass and retries are left; on to another
+// source when the failure was not the destination's; else FAILED.
+func (s *Service) decide(f store.File, p store.Params, a store.Attempt) store.Ending {
+	e := store.Ending{Attempt: a, Next: store.FileFinished}
+	switch a.ErrorClass {
+	case "":
+		return e
+	case ClassCanceled:
+		e.Next = store.FileSubmitted
+		return e
+	}
+	to, more := f.Next(s.bannedSource)
+	switch {
+	case more && sourceSide(a.ErrorClass):
+		e.Next, e.Advance, e.To = store.FileSubmitted, true, to
+	case Retryable(a.ErrorClass) && f.Attempts <= p.Retry:
+		e.Next, e.NotBefore = store.FileSubmitted, retryAt(a.End, p)
+	case more && !destSide(a.ErrorClass):
+		e.Next, e.Advance, e.To = store.FileSubmitted, true, to
+	default:
+		e.Next = store.FileFailed
+	}
+	return e
+}
+
+// clientURL is a job's URL as the copy engine takes it: FTS3's dav and
+// davs schemes are WebDAV over http and https.
+func clientURL(raw string) string {
+	switch {
+	case strings.HasPrefix(raw, "davs://"):
+		return "https://" + raw[len("davs://"):]
+	case strings.HasPrefix(raw, "dav://"):
+		return "http://" + raw[len("dav://"):]
+	}
+	return raw
+}
+
+// copyOne copies f's source in use to its destination: skipped when Sync
+// finds it there already; by third-party copy when both ends do it, else
+// through this host; the checksum checked as VerifyChecksum says. A file
+// with tokens moves with them alone (client.WithTokens): the source's as
+// the source's credential (a third-party copy delegates it as
+// TransferHeaderAuthorization), the destination's as the destination's.
+func (s *Service) copyOne(ctx context.Context, f store.File, p store.Params, prog *progress) (mode string, moved int64, err error) {
+	src, dst := clientURL(f.Sources[f.SourceIndex]), clientURL(f.Destination)
+	if f.DestToken != "" || len(f.SourceTokens) > f.SourceIndex {
+		toks := map[string]string{dst: f.DestToken}
+		if len(f.SourceTokens) > f.SourceIndex {
+			toks[src] = f.SourceTokens[f.SourceIndex]
+		}
+		ctx = client.WithTokens(ctx, toks)
+	}
 	alg, want, err := parseChecksum(f.Checksum)
 	if err != nil {
 		return "", 0, err
 	}
-	if p.Sync {
-		same, err := s.same(ctx, src, f.Destination, alg)
+	if p.Sync && !p.StrictCopy {
+		same, err := s.same(ctx, src, dst, alg)
 		if err != nil {
 			return "", 0, err
 		}
@@ -81,7 +133,12 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 			return "skipped", 0, nil
 		}
 	}
-	o := client.CopyOptions{TPC: client.TPCAuto, NoReplace: !p.Overwrite && !p.Sync, Progress: prog, Streams: s.o.Streams}
+	overwrite := p.Overwrite || p.OverwriteOnRetry && f.Attempts > 1 || p.OverwriteHop && f.Index < p.Hops-1
+	streams := s.o.Streams
+	if p.Streams > 0 {
+		streams = p.Streams
+	}
+	o := client.CopyOptions{TPC: client.TPCAuto, NoReplace: !overwrite && !p.Sync, Progress: prog, Streams: streams}
 	switch verify := p.VerifyChecksum; {
 	case verify == "none":
 		o.Checksum = "none"
@@ -90,7 +147,7 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 	default:
 		o.Checksum = "auto" // compared when both ends offer one
 	}
-	r, err := s.o.Client.CopyFile(ctx, src, f.Destination, o)
+	r, err := s.o.Client.CopyFile(ctx, src, dst, o)
 	mode = r.Mode
 	if err != nil {
 		return mode, r.Bytes, err
@@ -101,10 +158,8 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 		switch p.VerifyChecksum {
 		case "source":
 			ends = []string{src}
-		case "target":
-			ends = []string{f.Destination}
-		case "", "both":
-			ends = []string{f.Destination}
+		case "target", "", "both":
+			ends = []string{dst}
 		}
 		for _, u := range ends {
 			got, err := s.o.Client.Checksum(ctx, u, alg)
@@ -112,10 +167,10 @@ func (s *Service) copyOne(ctx context.Context, src string, f store.File, p store
 				return mode, r.Bytes, fmt.Errorf("checking %s's %s checksum: %w", redact(u), alg, err)
 			}
 			if !bytes.Equal(got, want) {
-				if u == f.Destination {
+				if u == dst {
 					// A wrong copy is not left where the job put it (a
 					// retry would find it "existing").
-					_ = s.o.Client.Remove(context.WithoutCancel(ctx), f.Destination, false)
+					_ = s.o.Client.Remove(context.WithoutCancel(ctx), dst, false)
 				}
 				return mode, r.Bytes, &client.ChecksumError{Alg: alg, Want: want, Got: got, Whom: "the job", What: redact(u)}
 			}
@@ -156,18 +211,20 @@ func (s *Service) same(ctx context.Context, src, dst, alg string) (bool, error) 
 	return bytes.Equal(ds, ss), nil
 }
 
-// parseChecksum reads a file's "alg:hex" (FTS's form; "adler32:0a1b2c3d").
+// parseChecksum reads a file's "alg:hex" (FTS's form, any case:
+// "ADLER32:0a1b2c3d"), or "alg" alone (no value to compare with: the
+// algorithm for comparing both ends).
 func parseChecksum(s string) (alg string, sum []byte, err error) {
 	if s == "" {
 		return "", nil, nil
 	}
 	a, h, ok := strings.Cut(s, ":")
-	if !ok {
-		return "", nil, fmt.Errorf("checksum %q: want ALG:HEX", s)
-	}
 	alg = checksum.Canonical(a)
 	if alg == "" {
 		return "", nil, fmt.Errorf("checksum %q: unknown algorithm %q", s, a)
+	}
+	if !ok || h == "" {
+		return alg, nil, nil
 	}
 	sums, err := checksum.ParseDigest(alg + "=" + h)
 	if err != nil || sums[alg] == nil {

@@ -51,3 +51,15 @@ func FinishEach(order []int, errs []error, one func(i int) error) error {
 	}
 	return nil
 }
+
+// CheckNext refuses a next state other than FINISHED, FAILED or
+// SUBMITTED, and a move to another source but with SUBMITTED.
+func (o Ending) CheckNext() error {
+	if o.Next != FileFinished && o.Next != FileFailed && o.Next != FileSubmitted {
+		return fmt.Errorf("finish %s/%d: next state %q: want FINISHED, FAILED or SUBMITTED", o.Attempt.Job, o.Attempt.Index, o.Next)
+	}
+	if o.Advance && o.Next != FileSubmitted {
+		return fmt.Errorf("finish %s/%d: a move to another source goes with SUBMITTED, not %s", o.Attempt.Job, o.Attempt.Index, o.Next)
+	}
+	return nil
+}

@@ -22,9 +22,11 @@ func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (st
 	created := false
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		created = false
-		tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, submitter, state, params, created, updated)
-			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (id) DO NOTHING`,
-			j.ID, j.Submitter, store.JobSubmitted, string(params), now)
+		tag, err := tx.Exec(ctx, `INSERT INTO jobs (id, submitter, state, params, created, updated,
+				job_type, user_dn, vo_name, cred_id, source_se, dest_se, deadline)
+			VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
+			j.ID, j.Submitter, store.JobSubmitted, string(params), now,
+			j.Type, j.UserDN, j.VO, j.CredID, j.SourceSE, j.DestSE, opt(j.Deadline))
 		if err != nil {
 			return err
 		}
@@ -43,11 +45,13 @@ func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (st
 				src = []string{}
 			}
 			rows[i] = []any{j.ID, i, src, f.Destination, f.Checksum, f.Filesize, meta, f.Link,
-				j.Params.Priority, j.Submitter, now, string(store.FileSubmitted)}
+				j.Params.Priority, j.Submitter, now, string(f.State),
+				f.SourceIndex, f.SourceSE, f.DestSE, f.Activity, f.Selection, store.Tokens(f), f.DestToken}
 		}
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{"files"},
 			[]string{"job_id", "idx", "sources", "destination", "checksum", "filesize", "metadata", "link",
-				"priority", "submitter", "submitted", "state"},
+				"priority", "submitter", "submitted", "state",
+				"source_index", "source_se", "dest_se", "activity", "selection", "src_tokens", "dst_token"},
 			pgx.CopyFromRows(rows))
 		return err
 	})
@@ -61,23 +65,29 @@ func (s *Store) Submit(ctx context.Context, j store.Job, files []store.File) (st
 // jobCols are the columns scanJob reads: the job and its file counts (as
 // a JSON object), in one statement so that they agree.
 const jobCols = `j.id, j.submitter, j.state, j.params, j.created, j.updated,
+	j.job_type, j.user_dn, j.vo_name, j.cred_id, j.source_se, j.dest_se, j.reason, j.finished, j.deadline,
 	(SELECT coalesce(json_object_agg(state, n), '{}') FROM (
 		SELECT state, count(*) AS n FROM files WHERE job_id = j.id GROUP BY state) c)`
+
+// jobColsNoCounts are jobCols with an empty object for the counts.
+const jobColsNoCounts = `j.id, j.submitter, j.state, j.params, j.created, j.updated,
+	j.job_type, j.user_dn, j.vo_name, j.cred_id, j.source_se, j.dest_se, j.reason, j.finished, j.deadline, '{}'::json`
 
 // scanJob reads one row of jobCols.
 func scanJob(row pgx.Row) (store.Job, error) {
 	var j store.Job
 	var params, counts []byte
-	if err := row.Scan(&j.ID, &j.Submitter, &j.State, &params, &j.Created, &j.Updated, &counts); err != nil {
+	var finished, deadline *time.Time
+	if err := row.Scan(&j.ID, &j.Submitter, &j.State, &params, &j.Created, &j.Updated,
+		&j.Type, &j.UserDN, &j.VO, &j.CredID, &j.SourceSE, &j.DestSE, &j.Reason, &finished, &deadline, &counts); err != nil {
 		return j, err
 	}
 	j.Created, j.Updated = j.Created.UTC(), j.Updated.UTC()
+	j.Finished, j.Deadline = fromOpt(finished), fromOpt(deadline)
 	if err := json.Unmarshal(params, &j.Params); err != nil {
 		return j, fmt.Errorf("job %s: stored params: %w", j.ID, err)
 	}
-	j.Files = map[store.FileState]int{
-		store.FileSubmitted: 0, store.FileActive: 0, store.FileFinished: 0, store.FileFailed: 0, store.FileCanceled: 0,
-	}
+	j.Files = store.Counts()
 	if err := json.Unmarshal(counts, &j.Files); err != nil {
 		return j, fmt.Errorf("job %s: file counts: %w", j.ID, err)
 	}
@@ -113,11 +123,22 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs j
+	var finishedAfter any
+	if !q.FinishedAfter.IsZero() {
+		finishedAfter = utc(q.FinishedAfter)
+	}
+	cols := jobCols
+	if q.NoCounts {
+		cols = jobColsNoCounts
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM jobs j
 		WHERE ($1::text[] IS NULL OR j.state = ANY ($1))
 			AND ($2::timestamptz IS NULL OR j.created < $2)
+			AND (NOT $4 OR j.finished IS NULL OR ($5::timestamptz IS NOT NULL AND j.finished >= $5))
+			AND ($6 = '' OR j.user_dn = $6) AND ($7 = '' OR j.vo_name = $7) AND ($8 = '' OR j.cred_id = $8)
+			AND ($9 = '' OR j.source_se = $9) AND ($10 = '' OR j.dest_se = $10)
 		ORDER BY j.created DESC, j.id DESC
-		LIMIT $3`, states, before, limit)
+		LIMIT $3`, states, before, limit, q.Unfinished, finishedAfter, q.UserDN, q.VO, q.CredID, q.SourceSE, q.DestSE)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -139,7 +160,8 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 // fileCols are the columns scanFile reads, in its order (f is files).
 const fileCols = `f.job_id, f.idx, f.sources, f.destination, f.checksum, f.filesize, f.metadata, f.link,
 	f.priority, f.submitter, f.state, f.attempts, f.not_before, f.owner, f.lease_until,
-	f.error_class, f.reason, f.bytes, f.rate, f.mode, f.started, f.ended`
+	f.error_class, f.reason, f.bytes, f.rate, f.mode, f.started, f.ended,
+	f.source_index, f.tried, f.source_se, f.dest_se, f.activity, f.selection`
 
 // scanFile reads one row of fileCols, and then into extra.
 func scanFile(row pgx.Row, extra ...any) (store.File, error) {
@@ -148,7 +170,8 @@ func scanFile(row pgx.Row, extra ...any) (store.File, error) {
 	var notBefore, leaseUntil, started, ended *time.Time
 	dst := append([]any{&f.Job, &f.Index, &f.Sources, &f.Destination, &f.Checksum, &f.Filesize, &meta, &f.Link,
 		&f.Priority, &f.Submitter, &f.State, &f.Attempts, &notBefore, &f.Owner, &leaseUntil,
-		&f.ErrorClass, &f.Reason, &f.Bytes, &f.Rate, &f.Mode, &started, &ended}, extra...)
+		&f.ErrorClass, &f.Reason, &f.Bytes, &f.Rate, &f.Mode, &started, &ended,
+		&f.SourceIndex, &f.Tried, &f.SourceSE, &f.DestSE, &f.Activity, &f.Selection}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return f, err
 	}
@@ -228,42 +251,68 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]store.Attempt, error
 	return as, nil
 }
 
+// openStates is the SQL list of store.FileState.Open's states.
+const openStates = `('SUBMITTED', 'READY', 'ACTIVE', 'ON_HOLD')`
+
+// lockOpen locks the open files of job id that where selects (a
+// condition on files f after $1), in index order (the lock order), then
+// the job, and returns its state: a claim or a finish in flight
+// completes first.
+func lockOpen(ctx context.Context, tx pgx.Tx, id, where string, args ...any) (store.JobState, error) {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM files f WHERE f.job_id = $1 AND f.state IN `+openStates+` AND `+where+`
+		ORDER BY f.idx FOR NO KEY UPDATE`, append([]any{id}, args...)...); err != nil {
+		return "", err
+	}
+	var state store.JobState
+	err := tx.QueryRow(ctx, `SELECT state FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&state)
+	return state, err
+}
+
+// lockJob locks a job and its open files (lockOpen) and reports whether
+// it has ended; ErrNotFound.
+func lockJob(ctx context.Context, tx pgx.Tx, id string) (final bool, err error) {
+	if err := exists(ctx, tx, id); err != nil {
+		return false, err
+	}
+	state, err := lockOpen(ctx, tx, id, "true")
+	return state.Final(), err
+}
+
+// cancelFiles cancels the open files of job id that where (a condition
+// on files f after $1-$3) selects, at now: the attempts in flight are
+// recorded as canceled, their owners learn it at their next renewal.
+func cancelFiles(ctx context.Context, tx pgx.Tx, id string, now time.Time, reason, where string, args ...any) error {
+	a := append([]any{id, now, reason, store.ClassCanceled}, args...)
+	if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
+			source, destination, mode, bytes, error_class, message)
+		SELECT f.job_id, f.idx, f.attempts, f.owner, f.started, $2, '', f.destination, '', 0, $4, $3
+		FROM files f WHERE f.job_id = $1 AND f.state = 'ACTIVE' AND `+where, a...); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE files f SET state = 'CANCELED', owner = '', lease_until = NULL,
+			error_class = $4, reason = $3, src_tokens = '', dst_token = '',
+			ended = CASE WHEN f.state = 'ACTIVE' THEN $2 ELSE f.ended END
+		WHERE f.job_id = $1 AND f.state IN `+openStates+` AND `+where, a...)
+	return err
+}
+
 // Cancel implements store.Store.
-func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
+func (s *Store) Cancel(ctx context.Context, id, reason string) (store.Job, error) {
 	now := utc(time.Now())
 	final := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		final = false
-		if err := exists(ctx, tx, id); err != nil {
+		var err error
+		if final, err = lockJob(ctx, tx, id); err != nil || final {
 			return err
 		}
-		// The job's open files first, in index order (the lock order),
-		// then the job: a claim or a finish in flight completes first.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM files WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE')
-			ORDER BY idx FOR NO KEY UPDATE`, id); err != nil {
+		if err := cancelFiles(ctx, tx, id, now, reason, "true"); err != nil {
 			return err
 		}
-		var state store.JobState
-		if err := tx.QueryRow(ctx, `SELECT state FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&state); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE files SET src_tokens = '', dst_token = ''
+			WHERE job_id = $1 AND src_tokens || dst_token <> ''`, id); err != nil {
 			return err
 		}
-		if state.Final() {
-			final = true
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
-				source, destination, mode, bytes, error_class, message)
-			SELECT job_id, idx, attempts, owner, started, $2, '', destination, '', 0, $3, 'job canceled'
-			FROM files WHERE job_id = $1 AND state = 'ACTIVE'`, id, now, store.ClassCanceled); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE files SET state = 'CANCELED', owner = '', lease_until = NULL,
-				error_class = $3, reason = 'job canceled',
-				ended = CASE WHEN state = 'ACTIVE' THEN $2 ELSE ended END
-			WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE')`, id, now, store.ClassCanceled); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE jobs SET state = 'CANCELED', updated = $2 WHERE id = $1`, id, now)
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'CANCELED', reason = $3, updated = $2, finished = $2 WHERE id = $1`, id, now, reason)
 		return err
 	})
 	if err != nil {
@@ -272,6 +321,68 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 	j, err := s.Job(ctx, id)
 	if err == nil && final {
 		err = fmt.Errorf("cancel job %s: %w", id, store.ErrFinal)
+	}
+	return j, err
+}
+
+// CancelFiles implements store.Store.
+func (s *Store) CancelFiles(ctx context.Context, id string, idx []int, reason string) ([]store.FileState, store.Job, error) {
+	now := utc(time.Now())
+	var out []store.FileState
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = make([]store.FileState, len(idx))
+		if err := exists(ctx, tx, id); err != nil {
+			return err
+		}
+		ks := make([]int32, len(idx))
+		for i, k := range idx {
+			ks[i] = int32(k)
+		}
+		if _, err := lockOpen(ctx, tx, id, "f.idx = ANY ($2)", ks); err != nil {
+			return err
+		}
+		if err := cancelFiles(ctx, tx, id, now, reason, "f.idx = ANY ($5)", ks); err != nil {
+			return err
+		}
+		for i, k := range idx {
+			err := tx.QueryRow(ctx, `SELECT state FROM files WHERE job_id = $1 AND idx = $2`, id, k).Scan(&out[i])
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE jobs SET state = 'CANCELED', reason = 'files canceled', updated = $2, finished = $2
+			WHERE id = $1 AND state NOT IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED')
+				AND NOT EXISTS (SELECT 1 FROM files WHERE job_id = $1 AND state IN `+openStates+`)`, id, now)
+		return err
+	})
+	if err != nil {
+		return nil, store.Job{}, fmt.Errorf("cancel files of job %s: %w", id, err)
+	}
+	j, err := s.Job(ctx, id)
+	return out, j, err
+}
+
+// SetPriority implements store.Store.
+func (s *Store) SetPriority(ctx context.Context, id string, priority int) (store.Job, error) {
+	final := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if final, err = lockJob(ctx, tx, id); err != nil || final {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE files SET priority = $2 WHERE job_id = $1`, id, priority); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE jobs SET params = jsonb_set(params::jsonb, '{priority}', to_jsonb($2::integer))::json,
+			updated = $3 WHERE id = $1`, id, priority, utc(time.Now()))
+		return err
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("priority of job %s: %w", id, err)
+	}
+	j, err := s.Job(ctx, id)
+	if err == nil && final {
+		err = fmt.Errorf("priority of job %s: %w", id, store.ErrFinal)
 	}
 	return j, err
 }

@@ -5,14 +5,16 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
 
 // migrations are the schema's steps, applied in order: migrations[i]
 // brings the schema from version i to i+1. Never edit one that has been
 // released; append a new one.
-var migrations = []string{
+var migrations = []migration{
 	// 1: jobs, files, attempts, decisions.
-	`
+	{sql: `
 CREATE TABLE jobs (
 	id        text COLLATE "C" PRIMARY KEY,
 	submitter text COLLATE "C" NOT NULL,
@@ -88,7 +90,98 @@ CREATE TABLE decisions (
 );
 CREATE INDEX decisions_link_time ON decisions (link, time);
 CREATE INDEX decisions_time ON decisions (time);
-`,
+`},
+	// 2: FTS3's job and file model: job type, identity, storages,
+	// reason and end; a file's source in use and sources tried, its
+	// storages, activity, selection strategy and tokens; banned storages
+	// and storage configuration.
+	{sql: `
+ALTER TABLE jobs
+	ADD COLUMN job_type  text NOT NULL DEFAULT 'N',
+	ADD COLUMN user_dn   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN vo_name   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN cred_id   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN source_se text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN dest_se   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN reason    text NOT NULL DEFAULT '',
+	ADD COLUMN finished  timestamptz,
+	ADD COLUMN deadline  timestamptz;
+UPDATE jobs SET user_dn = submitter,
+	finished = CASE WHEN state IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED') THEN updated END;
+UPDATE jobs SET job_type = 'R'
+	WHERE EXISTS (SELECT 1 FROM files f WHERE f.job_id = jobs.id AND cardinality(f.sources) > 1);
+CREATE INDEX jobs_open ON jobs (created) WHERE finished IS NULL;
+CREATE INDEX jobs_finished ON jobs (finished);
+CREATE INDEX jobs_deadline ON jobs (deadline) WHERE deadline IS NOT NULL AND finished IS NULL;
+
+ALTER TABLE files
+	ADD COLUMN source_index integer NOT NULL DEFAULT 0,
+	ADD COLUMN tried        integer NOT NULL DEFAULT 0,
+	ADD COLUMN source_se    text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN dest_se      text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN activity     text NOT NULL DEFAULT 'default',
+	ADD COLUMN selection    text NOT NULL DEFAULT 'orderly',
+	ADD COLUMN src_tokens   text NOT NULL DEFAULT '', -- JSON array, secrets
+	ADD COLUMN dst_token    text NOT NULL DEFAULT ''; -- a secret
+-- Bans: the open files of a storage.
+CREATE INDEX files_source_se ON files (source_se, state);
+CREATE INDEX files_dest_se ON files (dest_se, state);
+
+CREATE TABLE bans (
+	se       text COLLATE "C" PRIMARY KEY,
+	vo       text        NOT NULL,
+	status   text        NOT NULL,
+	message  text        NOT NULL,
+	admin_dn text        NOT NULL,
+	added    timestamptz NOT NULL,
+	timeout  integer     NOT NULL
+);
+CREATE TABLE se_config (
+	se         text COLLATE "C" PRIMARY KEY,
+	info       json NOT NULL,
+	operations json NOT NULL
+);
+`, fn: backfillStorages},
+}
+
+// migration is one step of the schema: SQL, then a Go step (nil: none)
+// for what SQL says badly (parsing URLs), in the same transaction.
+type migration struct {
+	sql string
+	fn  func(ctx context.Context, tx pgx.Tx) error
+}
+
+// backfillStorages sets the storages of the files and jobs stored before
+// version 2.
+func backfillStorages(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT job_id, idx, sources, destination FROM files WHERE source_se = '' ORDER BY job_id, idx`)
+	if err != nil {
+		return err
+	}
+	var fs []store.Legacy
+	var f store.Legacy
+	if _, err := pgx.ForEachRow(rows, []any{&f.Job, &f.Index, &f.Sources, &f.Destination}, func() error {
+		if len(f.Sources) == 0 {
+			return fmt.Errorf("file %s/%d: no sources stored", f.Job, f.Index)
+		}
+		fs = append(fs, f)
+		return nil
+	}); err != nil {
+		return err
+	}
+	ses, jobs := store.LegacyStorages(fs)
+	for i, f := range fs {
+		if _, err := tx.Exec(ctx, `UPDATE files SET source_se = $3, dest_se = $4 WHERE job_id = $1 AND idx = $2`,
+			f.Job, f.Index, ses[i][0], ses[i][1]); err != nil {
+			return err
+		}
+	}
+	for id, j := range jobs {
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET source_se = $2, dest_se = $3 WHERE id = $1`, id, j[0], j[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrateLock is the advisory lock key that serializes migrations between
@@ -116,8 +209,14 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("database schema version %d is newer than this wanda knows (%d): use a newer wanda", have, len(migrations))
 		}
 		for v := have + 1; v <= len(migrations); v++ {
-			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+			m := migrations[v-1]
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("migrate to schema version %d: %w", v, err)
+			}
+			if m.fn != nil {
+				if err := m.fn(ctx, tx); err != nil {
+					return fmt.Errorf("migrate to schema version %d: %w", v, err)
+				}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, v); err != nil {
 				return fmt.Errorf("migrate to schema version %d: %w", v, err)

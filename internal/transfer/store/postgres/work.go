@@ -38,6 +38,21 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 	return ls, nil
 }
 
+// LinkStorages implements store.Store.
+func (s *Store) LinkStorages(ctx context.Context) (map[string][2]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT link, min(source_se), min(dest_se) FROM files
+		WHERE state IN ('SUBMITTED', 'ACTIVE') GROUP BY link`)
+	if err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	m := map[string][2]string{}
+	var l, sse, dse string
+	if _, err := pgx.ForEachRow(rows, []any{&l, &sse, &dse}, func() error { m[l] = [2]string{sse, dse}; return nil }); err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	return m, nil
+}
+
 // Claim implements store.Store.
 //
 // The claim order is worked out as the sqlite store's is (store.
@@ -68,11 +83,21 @@ func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.T
 				attempts = f.attempts + 1, started = $5, ended = NULL
 			FROM unnest($1::text[], $2::int[]) AS k (job_id, idx)
 			WHERE f.job_id = k.job_id AND f.idx = k.idx
-			RETURNING `+fileCols, jobs, idxs, owner, utc(now.Add(lease)), utc(now))
+			RETURNING `+fileCols+`, f.src_tokens, f.dst_token`, jobs, idxs, owner, utc(now.Add(lease)), utc(now))
 		if err != nil {
 			return err
 		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.File, error) { return scanFile(r) })
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.File, error) {
+			var srcTok, dstTok string
+			f, err := scanFile(r, &srcTok, &dstTok)
+			if err == nil {
+				f.DestToken = dstTok
+				if f.SourceTokens, err = store.ParseTokens(srcTok); err != nil {
+					err = fmt.Errorf("file %s/%d: %w", f.Job, f.Index, err)
+				}
+			}
+			return f, err
+		})
 		if err != nil {
 			return err
 		}
@@ -238,22 +263,23 @@ func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending
 // finishOne records one outcome, or refuses it before writing anything.
 func finishOne(ctx context.Context, tx pgx.Tx, owner string, o store.Ending) error {
 	a, next, notBefore := o.Attempt, o.Next, o.NotBefore
-	var state store.FileState
-	var holder string
-	var attempts int
+	var f store.File
+	var holder, typ string
 	var started *time.Time
-	err := tx.QueryRow(ctx, `SELECT state, owner, attempts, started FROM files
-		WHERE job_id = $1 AND idx = $2 FOR NO KEY UPDATE`, a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
+	err := tx.QueryRow(ctx, `SELECT f.state, f.owner, f.attempts, f.started, f.sources, f.destination, f.source_index, f.tried,
+			f.link, f.source_se, f.dest_se, (SELECT job_type FROM jobs WHERE id = f.job_id)
+		FROM files f WHERE f.job_id = $1 AND f.idx = $2 FOR NO KEY UPDATE OF f`, a.Job, a.Index).Scan(&f.State, &holder, &f.Attempts, &started,
+		&f.Sources, &f.Destination, &f.SourceIndex, &f.Tried, &f.Link, &f.SourceSE, &f.DestSE, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	if err != nil {
 		return err
 	}
-	if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
+	if f.State != store.FileActive || holder != owner || (a.N != 0 && a.N != f.Attempts) {
 		return store.ErrLeaseLost
 	}
-	a.N, a.Owner = attempts, owner
+	a.N, a.Owner = f.Attempts, owner
 	if a.Start.IsZero() {
 		a.Start = fromOpt(started)
 	}
@@ -267,15 +293,36 @@ func finishOne(ctx context.Context, tx pgx.Tx, owner string, o store.Ending) err
 		a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
 		return err
 	}
+	f = store.Moved(f, o)
 	var nb any
 	if next == store.FileSubmitted {
 		nb = opt(notBefore)
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bans WHERE se IN ($1, $2) AND status <> 'CANCEL')`,
+			f.SourceSE, f.DestSE).Scan(&held); err != nil {
+			return err
+		}
+		if held {
+			next = store.FileOnHold
+		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE files SET state = $3, owner = '', lease_until = NULL, not_before = $4,
-			error_class = $5, reason = $6, bytes = $7, rate = $8, mode = $9, started = $10, ended = $11
+			error_class = $5, reason = $6, bytes = $7, rate = $8, mode = $9, started = $10, ended = $11,
+			source_index = $12, tried = $13, link = $14, source_se = $15,
+			src_tokens = CASE WHEN $16 THEN '' ELSE src_tokens END, dst_token = CASE WHEN $16 THEN '' ELSE dst_token END
 		WHERE job_id = $1 AND idx = $2`,
-		a.Job, a.Index, next, nb, a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, opt(a.Start), opt(a.End)); err != nil {
+		a.Job, a.Index, next, nb, a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, opt(a.Start), opt(a.End),
+		f.SourceIndex, f.Tried, f.Link, f.SourceSE, next.Final()); err != nil {
 		return err
+	}
+	if next == store.FileFinished && typ == store.TypeMultihop {
+		// The next hop may start.
+		if _, err := tx.Exec(ctx, `UPDATE files SET state = CASE WHEN EXISTS (
+				SELECT 1 FROM bans b WHERE b.se IN (files.source_se, files.dest_se) AND b.status <> 'CANCEL')
+				THEN 'ON_HOLD' ELSE 'SUBMITTED' END
+			WHERE job_id = $1 AND idx = $2 AND state = 'NOT_USED'`, a.Job, a.Index+1); err != nil {
+			return err
+		}
 	}
 	if !next.Final() {
 		return nil
@@ -292,29 +339,35 @@ func rate(a store.Attempt) float64 {
 	return float64(a.Bytes) / 1e6 / d
 }
 
-// settle moves a job whose files are all final to its end state. It
-// locks the job before it counts: two finishers of a job's last files
-// then count one after the other, and the second sees the first's file
-// final (each statement of a READ COMMITTED transaction sees what was
-// committed before it began), so one of them always settles the job.
+// settle moves a job none of whose files is open any more to its end
+// state (store.Outcome). It locks the job before it counts: two
+// finishers of a job's last files then count one after the other, and
+// the second sees the first's file final (each statement of a READ
+// COMMITTED transaction sees what was committed before it began), so
+// one of them always settles the job.
 func settle(ctx context.Context, tx pgx.Tx, id string) error {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id); err != nil {
+	var typ string
+	if err := tx.QueryRow(ctx, `SELECT job_type FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&typ); err != nil {
 		return err
 	}
 	// Whether any file is still open: an index probe, where counting
 	// would read every file of the job at each file's end.
 	var open bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (
-			SELECT 1 FROM files WHERE job_id = $1 AND state IN ('SUBMITTED', 'ACTIVE'))`, id).Scan(&open); err != nil || open {
+			SELECT 1 FROM files WHERE job_id = $1 AND state IN `+openStates+`)`, id).Scan(&open); err != nil || open {
 		return err
 	}
-	var finished, total int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*)
-		FROM files WHERE job_id = $1`, id).Scan(&finished, &total); err != nil {
+	var finished, failed, canceled, total int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*) FILTER (WHERE state = 'FAILED'),
+			count(*) FILTER (WHERE state = 'CANCELED'), count(*)
+		FROM files WHERE job_id = $1`, id).Scan(&finished, &failed, &canceled, &total); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $2, updated = $3 WHERE id = $1 AND state IN ('SUBMITTED', 'ACTIVE')`,
-		id, store.Outcome(finished, total), utc(time.Now()))
+	out := store.Outcome(typ, finished, failed, canceled, total)
+	now := utc(time.Now())
+	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $2, reason = $3, updated = $4, finished = $4
+		WHERE id = $1 AND state NOT IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED')`,
+		id, out, store.OutcomeReason(out), now)
 	return err
 }
 

@@ -3,15 +3,25 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+
+	"github.com/wanda-fed/wanda/internal/transfer/store"
 )
+
+// migration is one step of the schema: SQL, then a Go step (nil: none)
+// for what SQL says badly (parsing URLs), in the same transaction.
+type migration struct {
+	sql string
+	fn  func(ctx context.Context, tx *sql.Tx) error
+}
 
 // migrations are the schema's steps, applied in order: migrations[i]
 // brings the schema from version i to i+1. Never edit one that has been
 // released; append a new one.
-var migrations = []string{
+var migrations = []migration{
 	// 1: jobs, files, attempts, decisions.
-	`
+	{sql: `
 CREATE TABLE jobs (
 	id        TEXT PRIMARY KEY,
 	submitter TEXT NOT NULL,
@@ -86,7 +96,89 @@ CREATE TABLE decisions (
 );
 CREATE INDEX decisions_link_time ON decisions (link, time);
 CREATE INDEX decisions_time ON decisions (time);
-`,
+`},
+	// 2: FTS3's job and file model: job type, identity, storages,
+	// reason and end; a file's source in use and sources tried, its
+	// storages, activity, selection strategy and tokens; banned storages
+	// and storage configuration.
+	{sql: `
+ALTER TABLE jobs ADD COLUMN job_type  TEXT NOT NULL DEFAULT 'N';
+ALTER TABLE jobs ADD COLUMN user_dn   TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN vo_name   TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN cred_id   TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN source_se TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN dest_se   TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN reason    TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN finished  TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN deadline  TEXT NOT NULL DEFAULT '';
+UPDATE jobs SET user_dn = submitter,
+	finished = CASE WHEN state IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED') THEN updated ELSE '' END;
+UPDATE jobs SET job_type = 'R'
+	WHERE EXISTS (SELECT 1 FROM files f WHERE f.job_id = jobs.id AND json_array_length(f.sources) > 1);
+CREATE INDEX jobs_finished ON jobs (finished, created);
+CREATE INDEX jobs_deadline ON jobs (deadline) WHERE deadline <> '';
+
+ALTER TABLE files ADD COLUMN source_index INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN tried        INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN source_se    TEXT    NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN dest_se      TEXT    NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN activity     TEXT    NOT NULL DEFAULT 'default';
+ALTER TABLE files ADD COLUMN selection    TEXT    NOT NULL DEFAULT 'orderly';
+ALTER TABLE files ADD COLUMN src_tokens   TEXT    NOT NULL DEFAULT ''; -- JSON array, secrets
+ALTER TABLE files ADD COLUMN dst_token    TEXT    NOT NULL DEFAULT ''; -- a secret
+-- Bans: the open files of a storage.
+CREATE INDEX files_source_se ON files (source_se, state);
+CREATE INDEX files_dest_se ON files (dest_se, state);
+
+CREATE TABLE bans (
+	se       TEXT    PRIMARY KEY,
+	vo       TEXT    NOT NULL,
+	status   TEXT    NOT NULL,
+	message  TEXT    NOT NULL,
+	admin_dn TEXT    NOT NULL,
+	added    TEXT    NOT NULL,
+	timeout  INTEGER NOT NULL
+);
+CREATE TABLE se_config (
+	se         TEXT PRIMARY KEY,
+	info       TEXT NOT NULL, -- JSON object
+	operations TEXT NOT NULL  -- JSON object
+);
+`, fn: backfillStorages},
+}
+
+// backfillStorages sets the storages of the files and jobs stored before
+// version 2.
+func backfillStorages(ctx context.Context, tx *sql.Tx) error {
+	var fs []store.Legacy
+	err := each(ctx, tx, func(r *sql.Rows) error {
+		var f store.Legacy
+		var src string
+		if err := r.Scan(&f.Job, &f.Index, &src, &f.Destination); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(src), &f.Sources); err != nil || len(f.Sources) == 0 {
+			return fmt.Errorf("file %s/%d: stored sources %q: %v", f.Job, f.Index, src, err)
+		}
+		fs = append(fs, f)
+		return nil
+	}, `SELECT job_id, idx, sources, destination FROM files WHERE source_se = '' ORDER BY job_id, idx`)
+	if err != nil {
+		return err
+	}
+	ses, jobs := store.LegacyStorages(fs)
+	for i, f := range fs {
+		if _, err := tx.ExecContext(ctx, `UPDATE files SET source_se = ?, dest_se = ? WHERE job_id = ? AND idx = ?`,
+			ses[i][0], ses[i][1], f.Job, f.Index); err != nil {
+			return err
+		}
+	}
+	for id, j := range jobs {
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET source_se = ?, dest_se = ? WHERE id = ?`, j[0], j[1], id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrate brings db's schema to len(migrations) in one transaction, or
@@ -111,8 +203,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("database schema version %d is newer than this wanda knows (%d): use a newer wanda", have, len(migrations))
 	}
 	for v := have + 1; v <= len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+		m := migrations[v-1]
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return fmt.Errorf("migrate to schema version %d: %w", v, err)
+		}
+		if m.fn != nil {
+			if err := m.fn(ctx, tx); err != nil {
+				return fmt.Errorf("migrate to schema version %d: %w", v, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`, v); err != nil {
 			return fmt.Errorf("migrate to schema version %d: %w", v, err)

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -61,6 +62,11 @@ const busyTimeout = 10 * time.Second
 func Open(path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || strings.HasPrefix(path, ":memory:") {
 		return nil, fmt.Errorf("open sqlite store %q: want the path of a database file (no '?', '#', file: or :memory:)", path)
+	}
+	// A new database is the service's alone: it holds the tokens of the
+	// jobs waiting (SQLite gives its -wal and -shm files the same mode).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))

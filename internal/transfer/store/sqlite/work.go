@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,6 +34,23 @@ func (s *Store) Links(ctx context.Context, now time.Time) ([]store.LinkLoad, err
 	return ls, nil
 }
 
+// LinkStorages implements store.Store.
+func (s *Store) LinkStorages(ctx context.Context) (map[string][2]string, error) {
+	m := map[string][2]string{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		return each(ctx, tx, func(r *sql.Rows) error {
+			var l, sse, dse string
+			err := r.Scan(&l, &sse, &dse)
+			m[l] = [2]string{sse, dse}
+			return err
+		}, `SELECT link, min(source_se), min(dest_se) FROM files WHERE state IN ('SUBMITTED', 'ACTIVE') GROUP BY link`)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("link storages: %w", err)
+	}
+	return m, nil
+}
+
 // Claim implements store.Store.
 //
 // The order (priority, then fair share, then age) is worked out here
@@ -52,14 +70,20 @@ func (s *Store) Claim(ctx context.Context, owner, link string, n int, now time.T
 			return err
 		}
 		jobs := map[string]bool{}
+		var f0 store.File // scratch for the destination token
 		for _, k := range keys {
+			var srcTok string
 			f, err := scanFile(tx.QueryRowContext(ctx, `UPDATE files SET state = 'ACTIVE', owner = ?, lease_until = ?,
 					attempts = attempts + 1, started = ?, ended = ''
-				WHERE job_id = ? AND idx = ? RETURNING `+fileCols,
-				owner, ts(now.Add(lease)), ts(now), k.Job, k.Index))
+				WHERE job_id = ? AND idx = ? RETURNING `+fileCols+`, src_tokens, dst_token`,
+				owner, ts(now.Add(lease)), ts(now), k.Job, k.Index), &srcTok, &f0.DestToken)
 			if err != nil {
 				return err
 			}
+			if f.SourceTokens, err = store.ParseTokens(srcTok); err != nil {
+				return fmt.Errorf("file %s/%d: %w", k.Job, k.Index, err)
+			}
+			f.DestToken, f0.DestToken = f0.DestToken, ""
 			claimed = append(claimed, f)
 			if !jobs[k.Job] {
 				jobs[k.Job] = true
@@ -192,21 +216,28 @@ func (s *Store) FinishAll(ctx context.Context, owner string, outs []store.Ending
 // finishOne records one outcome, or refuses it before writing anything.
 func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error {
 	a, next := o.Attempt, o.Next
-	var state store.FileState
-	var holder, started string
-	var attempts int
-	err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started FROM files WHERE job_id = ? AND idx = ?`,
-		a.Job, a.Index).Scan(&state, &holder, &attempts, &started)
+	var f store.File
+	var holder, started, src, typ string
+	err := tx.QueryRowContext(ctx, `SELECT state, owner, attempts, started, sources, destination, source_index, tried,
+			link, source_se, dest_se, (SELECT job_type FROM jobs WHERE id = files.job_id)
+		FROM files WHERE job_id = ? AND idx = ?`,
+		a.Job, a.Index).Scan(&f.State, &holder, &f.Attempts, &started, &src, &f.Destination, &f.SourceIndex, &f.Tried,
+		&f.Link, &f.SourceSE, &f.DestSE, &typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	if err != nil {
 		return err
 	}
-	if state != store.FileActive || holder != owner || (a.N != 0 && a.N != attempts) {
+	if f.State != store.FileActive || holder != owner || (a.N != 0 && a.N != f.Attempts) {
 		return store.ErrLeaseLost
 	}
-	a.N, a.Owner = attempts, owner
+	if o.Advance {
+		if err := json.Unmarshal([]byte(src), &f.Sources); err != nil {
+			return fmt.Errorf("file %s/%d: stored sources: %w", a.Job, a.Index, err)
+		}
+	}
+	a.N, a.Owner = f.Attempts, owner
 	if a.Start.IsZero() {
 		if a.Start, err = parseTS(started); err != nil {
 			return err
@@ -222,12 +253,40 @@ func finishOne(ctx context.Context, tx *wtx, owner string, o store.Ending) error
 		a.Mode, a.Bytes, a.ErrorClass, a.Message); err != nil {
 		return err
 	}
+	f = store.Moved(f, o)
+	if next == store.FileSubmitted {
+		var held bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM bans WHERE se IN (?, ?) AND status <> 'CANCEL')`,
+			f.SourceSE, f.DestSE).Scan(&held); err != nil {
+			return err
+		}
+		if held {
+			next = store.FileOnHold
+		}
+	}
+	tokens := "src_tokens"
+	if next.Final() {
+		tokens = "''" // a secret kept no longer than needed
+	}
 	if _, err := tx.ExecContext(ctx, `UPDATE files SET state = ?, owner = '', lease_until = '', not_before = ?,
-			error_class = ?, reason = ?, bytes = ?, rate = ?, mode = ?, started = ?, ended = ?
+			error_class = ?, reason = ?, bytes = ?, rate = ?, mode = ?, started = ?, ended = ?,
+			source_index = ?, tried = ?, link = ?, source_se = ?,
+			src_tokens = `+tokens+`, dst_token = CASE WHEN ? THEN '' ELSE dst_token END
 		WHERE job_id = ? AND idx = ?`,
 		next, notBeforeTS(next, o.NotBefore), a.ErrorClass, a.Message, a.Bytes, rate(a), a.Mode, ts(a.Start), ts(a.End),
+		f.SourceIndex, f.Tried, f.Link, f.SourceSE, next.Final(),
 		a.Job, a.Index); err != nil {
 		return err
+	}
+	if next == store.FileFinished && typ == store.TypeMultihop {
+		// The next hop may start (files after a NOT_USED one are
+		// NOT_USED too: only the next one moves).
+		if _, err := tx.ExecContext(ctx, `UPDATE files SET state = CASE WHEN EXISTS (
+				SELECT 1 FROM bans b WHERE b.se IN (files.source_se, files.dest_se) AND b.status <> 'CANCEL')
+				THEN 'ON_HOLD' ELSE 'SUBMITTED' END
+			WHERE job_id = ? AND idx = ? AND state = 'NOT_USED'`, a.Job, a.Index+1); err != nil {
+			return err
+		}
 	}
 	if !next.Final() {
 		return nil
@@ -252,20 +311,27 @@ func rate(a store.Attempt) float64 {
 	return float64(a.Bytes) / 1e6 / d
 }
 
-// settle moves a job whose files are all final to its end state.
+// settle moves a job none of whose files is open any more to its end
+// state (store.Outcome).
 func settle(ctx context.Context, tx querier, id string) error {
 	var open bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (
-			SELECT 1 FROM files WHERE job_id = ? AND state IN ('SUBMITTED', 'ACTIVE'))`, id).Scan(&open); err != nil || open {
+			SELECT 1 FROM files WHERE job_id = ? AND state IN `+openStates+`)`, id).Scan(&open); err != nil || open {
 		return err
 	}
-	var finished, total int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*)
-		FROM files WHERE job_id = ?`, id).Scan(&finished, &total); err != nil {
+	var finished, failed, canceled, total int
+	var typ string
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE f.state = 'FINISHED'),
+			count(*) FILTER (WHERE f.state = 'FAILED'), count(*) FILTER (WHERE f.state = 'CANCELED'), count(*),
+			(SELECT job_type FROM jobs WHERE id = ?1)
+		FROM files f WHERE f.job_id = ?1`, id).Scan(&finished, &failed, &canceled, &total, &typ); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, updated = ? WHERE id = ? AND state IN ('SUBMITTED', 'ACTIVE')`,
-		store.Outcome(finished, total), ts(time.Now()), id)
+	out := store.Outcome(typ, finished, failed, canceled, total)
+	now := ts(time.Now())
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, updated = ?, finished = ?
+		WHERE id = ? AND state NOT IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED')`,
+		out, store.OutcomeReason(out), now, now, id)
 	return err
 }
 

@@ -53,7 +53,7 @@ func testChaos(t *testing.T, s store.Store) {
 	// chaos runs the cancels and expiries due when finals reaches n.
 	chaos := func(n int64) error {
 		if j, ok := cancelAt[n]; ok {
-			_, err := s.Cancel(ctx, ids[j])
+			_, err := s.Cancel(ctx, ids[j], "job canceled")
 			if err != nil && !errors.Is(err, store.ErrFinal) {
 				return err
 			}

@@ -95,6 +95,10 @@ func testLinks(t *testing.T, s store.Store) {
 		}
 	}
 	links(now, store.LinkLoad{Link: a, Queued: 3}, store.LinkLoad{Link: b, Queued: 2})
+	// The storages are those of the files (makeFiles).
+	if ses, err := s.LinkStorages(ctx); err != nil || len(ses) != 2 || ses[a] != [2]string{"https://src.example", "https://dst.example"} {
+		t.Errorf("LinkStorages: %v %v", ses, err)
+	}
 	fa := claim(t, s, "w1", a, 1, now)
 	fb := claim(t, s, "w1", b, 1, now)
 	links(now, store.LinkLoad{Link: a, Queued: 2, Active: 1}, store.LinkLoad{Link: b, Queued: 1, Active: 1})
@@ -111,7 +115,7 @@ func testLinks(t *testing.T, s store.Store) {
 	}
 	links(now, store.LinkLoad{Link: b, Queued: 1})
 	wantState(t, s, ja.ID, store.JobFinishedDirty)
-	if _, err := s.Cancel(ctx, jb.ID); err != nil {
+	if _, err := s.Cancel(ctx, jb.ID, "job canceled"); err != nil {
 		t.Fatal(err)
 	}
 	links(now.Add(2 * time.Hour))

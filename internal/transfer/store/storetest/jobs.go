@@ -150,7 +150,7 @@ func testSubmitIdempotent(t *testing.T, s store.Store) {
 
 	// Two cancels at once: one cancels, the other finds the job ended.
 	for i := range errs[:2] {
-		wg.Go(func() { _, errs[i] = s.Cancel(ctx, "raced") })
+		wg.Go(func() { _, errs[i] = s.Cancel(ctx, "raced", "job canceled") })
 	}
 	wg.Wait()
 	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs[0], errs[1]), store.ErrFinal) {
@@ -167,7 +167,7 @@ func testNotFound(t *testing.T, s store.Store) {
 	wantErr(t, "Files", err, store.ErrNotFound)
 	_, err = s.Attempts(ctx, "missing")
 	wantErr(t, "Attempts", err, store.ErrNotFound)
-	_, err = s.Cancel(ctx, "missing")
+	_, err = s.Cancel(ctx, "missing", "job canceled")
 	wantErr(t, "Cancel", err, store.ErrNotFound)
 	lost, err := s.Renew(ctx, "w1", []store.FileKey{key("missing", 0)}, time.Now(), lease)
 	if err != nil || len(lost) != 1 {
@@ -278,7 +278,7 @@ func testJobStates(t *testing.T, s store.Store) {
 		if !got.Updated.After(got.Created) {
 			t.Errorf("%s: updated %v not after created %v", tc.name, got.Updated, got.Created)
 		}
-		c, err := s.Cancel(context.Background(), j.ID)
+		c, err := s.Cancel(context.Background(), j.ID, "job canceled")
 		wantErr(t, tc.name+": Cancel of an ended job", err, store.ErrFinal)
 		if c.State != tc.want {
 			t.Errorf("%s: Cancel returned state %s, want %s", tc.name, c.State, tc.want)
@@ -296,7 +296,7 @@ func testCancel(t *testing.T, s store.Store) {
 	wantKeys(t, fs, key(j.ID, 0), key(j.ID, 1))
 	finish(t, s, "w1", fs[1], store.FileFinished, "")
 
-	c, err := s.Cancel(ctx, j.ID)
+	c, err := s.Cancel(ctx, j.ID, "job canceled")
 	if err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
@@ -333,7 +333,7 @@ func testCancel(t *testing.T, s store.Store) {
 	if ls, err := s.Links(ctx, now); err != nil || len(ls) != 0 {
 		t.Errorf("Links after Cancel: %+v %v", ls, err)
 	}
-	_, err = s.Cancel(ctx, j.ID)
+	_, err = s.Cancel(ctx, j.ID, "job canceled")
 	wantErr(t, "second Cancel", err, store.ErrFinal)
 	if n, err := s.Expire(ctx, now.Add(time.Hour)); err != nil || n != 0 {
 		t.Errorf("Expire after Cancel: %d, %v", n, err)
@@ -341,7 +341,7 @@ func testCancel(t *testing.T, s store.Store) {
 
 	// A job canceled before any claim.
 	j2 := submit(t, s, spec{link: link, files: 2})
-	if c, err := s.Cancel(ctx, j2.ID); err != nil || c.State != store.JobCanceled {
+	if c, err := s.Cancel(ctx, j2.ID, "job canceled"); err != nil || c.State != store.JobCanceled {
 		t.Errorf("Cancel of a submitted job: %+v %v", c, err)
 	}
 	if as := attempts(t, s, j2.ID); len(as) != 0 {

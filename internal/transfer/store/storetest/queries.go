@@ -44,7 +44,7 @@ func testListJobs(t *testing.T, s store.Store) {
 		later(j.Created)
 	}
 	for _, i := range []int{1, 3} {
-		if _, err := s.Cancel(ctx, ids[i]); err != nil {
+		if _, err := s.Cancel(ctx, ids[i], "job canceled"); err != nil {
 			t.Fatal(err)
 		}
 	}

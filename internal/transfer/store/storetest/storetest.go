@@ -51,7 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Chaos", testChaos},
 		{"Concurrent", func(t *testing.T, s store.Store) { Concurrent(t, s) }},
 	}
-	for _, tc := range tests {
+	for _, tc := range append(tests, ftsTests...) {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
 }
@@ -182,7 +182,7 @@ func wantState(t *testing.T, s store.Store, id string, want store.JobState) stor
 // in want: 0).
 func wantCounts(t *testing.T, j store.Job, want map[store.FileState]int) {
 	t.Helper()
-	for _, st := range []store.FileState{store.FileSubmitted, store.FileActive, store.FileFinished, store.FileFailed, store.FileCanceled} {
+	for _, st := range store.FileStates {
 		if got := j.Files[st]; got != want[st] {
 			t.Errorf("job %s: %d files %s, want %d (%v)", j.ID, got, st, want[st], j.Files)
 		}
