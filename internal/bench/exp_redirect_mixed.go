@@ -50,6 +50,7 @@ type redirectMixed struct {
 	roots  []string // each XRootD data server's oss.localroot (site A's dirs)
 	levels []string
 	r      *Run
+	logs   []string // the XRootD cms logs of the tree being measured
 }
 
 // redirectMixedSetup checks that mixed trees can run (root:// among the
@@ -100,6 +101,7 @@ func (m *redirectMixed) level(ctx context.Context, system, level string, names [
 	defer rc.closeIdle()
 	var entry string
 	var err error
+	m.logs = nil
 	switch system {
 	case sysXRootDOverWanda:
 		entry, err = m.xrootdOverWanda(ctx, level, &stop)
@@ -112,7 +114,11 @@ func (m *redirectMixed) level(ctx context.Context, system, level string, names [
 		return nil, err
 	}
 	if err := waitRootRedirect(ctx, rc, entry+m.spec.Prefix+"/bench/warm0.bin"); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", system, level, err)
+		var tails []string
+		for _, l := range m.logs {
+			tails = append(tails, l+": "+peerTail(l))
+		}
+		return nil, fmt.Errorf("%s %s: %w (%s)", system, level, err, strings.Join(tails, "; "))
 	}
 	return redirectPasses(ctx, func(int) string { return entry }, names, reads, size, rc)
 }
@@ -125,6 +131,7 @@ func (m *redirectMixed) xrootdOverWanda(ctx context.Context, level string, stop 
 		return "", err
 	}
 	*stop = append(*stop, func() { top.Close() })
+	m.logs = append(m.logs, top.CmsLog)
 	parent := "cmsd://" + top.CMS
 	var site *fedNode
 	if level == "region" {
@@ -182,6 +189,7 @@ func (m *redirectMixed) wandaOverXRootD(ctx context.Context, level string, stop 
 			return "", err
 		}
 		*stop = append(*stop, func() { site.Close() })
+		m.logs = append(m.logs, site.CmsLog)
 		manager = site.CMS
 	}
 	for _, root := range m.roots {
