@@ -54,6 +54,14 @@ func (l *fsLoader) pass(ctx context.Context, names []string, ok func(name string
 	return bad
 }
 
+// prime asks for every name once (at most a minute), so that the
+// redirectors have them cached.
+func (l *fsLoader) prime(ctx context.Context, names []string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	l.pass(ctx, names, func(string, int, int) bool { return true })
+}
+
 // until repeats passes until one has no bad answer (or limit passes).
 // It returns when the last bad answer came, from start (0: none), and
 // whether a clean pass followed.
@@ -69,8 +77,10 @@ func (l *fsLoader) until(ctx context.Context, start time.Time, limit time.Durati
 		}
 		return good
 	}
-	for time.Since(start) < limit && ctx.Err() == nil {
-		if l.pass(ctx, names, check) == 0 {
+	pctx, cancel := context.WithDeadline(ctx, start.Add(limit))
+	defer cancel()
+	for pctx.Err() == nil {
+		if l.pass(pctx, names, check) == 0 && pctx.Err() == nil {
 			if last.IsZero() {
 				return 0, true
 			}
@@ -97,7 +107,7 @@ func fedscaleFaults(ctx context.Context, r *Run, t *fsTree, l *fsLoader) error {
 			sample = append(sample, ns.Name(f))
 		}
 	}
-	l.pass(ctx, sample, func(string, int, int) bool { return true }) // cached everywhere first
+	l.prime(ctx, sample) // cached everywhere first
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, m := range killed {
@@ -144,7 +154,7 @@ func fedscaleFaults(ctx context.Context, r *Run, t *fsTree, l *fsLoader) error {
 	for _, n := range local {
 		isLocal[n] = true
 	}
-	l.pass(ctx, names, func(string, int, int) bool { return true })
+	l.prime(ctx, names)
 	p := t.regions[reg]
 	start = time.Now()
 	_ = p.cmd.Process.Kill()
@@ -200,9 +210,11 @@ func fedscaleFaults(ctx context.Context, r *Run, t *fsTree, l *fsLoader) error {
 		return st == http.StatusTemporaryRedirect && m >= 0 && ns.Holds(m, name) && !dead[m]
 	})
 	after := 0
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	for range 5 {
-		after += l.pass(ctx, known, func(name string, st, m int) bool { return st < 500 })
+		after += l.pass(actx, known, func(name string, st, m int) bool { return st < 500 })
 	}
+	cancel()
 	r.Row("kind", "fault", "design", t.design.Name, "fault", "the global restarted", "names", len(known),
 		"seconds", netRound(took.Seconds(), 3), "serving_s", netRound(up.Seconds(), 3), "5xx_while_rejoining", fives,
 		"false_404_while_rejoining", false404, "5xx_after", after,
