@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -219,6 +220,16 @@ func (j *Joiner) Stop(ctx context.Context) {
 	})
 }
 
+// Jitter spreads a period over ±10%: members that started together
+// (a site booted, a redirector restarted and all rejoined at once) do not
+// stay in step and send their heartbeats in one burst each period.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d - d/10 + rand.N(d/5+1)
+}
+
 func (j *Joiner) loop(ctx context.Context, p *parent) {
 	defer j.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -240,7 +251,7 @@ func (j *Joiner) loop(ctx context.Context, p *parent) {
 			retry = lostRetry
 		}
 		p.mu.Unlock()
-		t.Reset(d)
+		t.Reset(Jitter(d))
 		select {
 		case <-ctx.Done():
 			return

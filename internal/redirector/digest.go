@@ -150,25 +150,50 @@ func (r *registry) noteDigest(id string, seq uint64, path string, present bool) 
 	}
 }
 
+// unionCache is a union computed, for the generation it was computed at.
+type unionCache struct {
+	gen uint64
+	d   fed.Digest
+	ok  bool
+	set bool
+}
+
 // union is this redirector's digest for its parents: the union of its
 // members' (those clients are sent to), when each of them has one; ok
-// is false otherwise. gen changes whenever it may have.
+// is false otherwise. gen changes whenever it may have. The result is
+// shared: callers do not change it. It is computed again only when gen
+// changed (the joiner asks every second; the union of a region's members
+// is hundreds of thousands of entries).
 func (r *registry) union() (d fed.Digest, gen uint64, ok bool) {
+	r.unionMu.Lock()
+	defer r.unionMu.Unlock()
 	r.mu.RLock()
+	gen = r.gen + r.digestGen // both only grow: the sum changes with either
+	if c := r.unionAt; c.set && c.gen == gen {
+		r.mu.RUnlock()
+		return c.d, c.gen, c.ok
+	}
 	var parts []fed.Digest
+	ok = true
 	for _, m := range r.members {
 		if m.out() {
 			continue
 		}
 		if m.digest == nil || m.digest.broken {
-			r.mu.RUnlock()
-			return nil, 0, false
+			ok = false
+			break
 		}
 		parts = append(parts, m.digest.snapshot())
 	}
-	gen = r.gen + r.digestGen // both only grow: the sum changes with either
 	r.mu.RUnlock()
-	return fed.Union(parts...), gen, true
+	if ok {
+		d = fed.Union(parts...)
+	}
+	r.unionAt = unionCache{gen: gen, d: d, ok: ok, set: true}
+	if !ok {
+		return nil, 0, false
+	}
+	return d, gen, true
 }
 
 // Digest is this redirector's digest for its parents (fed.JoinOptions.

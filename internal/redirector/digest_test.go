@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/fed"
 )
@@ -127,5 +128,45 @@ func TestDigestsAcrossLevels(t *testing.T) {
 	}
 	if res := top.Locate(ctx, Query{Path: "/store/nowhere"}); res.Status != fed.NotFound || a.count("/store/nowhere")+b.count("/store/nowhere") != 0 {
 		t.Fatalf("a name nowhere: %+v", res)
+	}
+}
+
+// The union goes to the parents' joiner every second: computed once per
+// generation, and again as soon as a member's names or the members change.
+func TestDigestUnionCached(t *testing.T) {
+	r := newRegistry()
+	now := time.Now()
+	for _, id := range []string{"a", "b"} {
+		r.heartbeat(fed.Member{ID: id, Instance: "1", Role: fed.RoleServer, URL: "http://" + id + ".test:1",
+			Exports: []fed.Export{{Prefix: "/store"}}}, now)
+	}
+	if _, _, ok := r.union(); ok {
+		t.Fatal("a union before every member sent a digest")
+	}
+	fa, fb := fed.Fingerprint("/store/a"), fed.Fingerprint("/store/b")
+	r.setDigest("a", "1", fed.NewDigest([]uint32{fa}), 1)
+	r.setDigest("b", "1", fed.NewDigest([]uint32{fb}), 1)
+	d1, g1, ok := r.union()
+	if !ok || d1.Count(fa) == 0 || d1.Count(fb) == 0 {
+		t.Fatalf("union %v ok %v", d1, ok)
+	}
+	d2, g2, _ := r.union()
+	if g2 != g1 || len(d2) == 0 || &d2[0] != &d1[0] {
+		t.Fatal("the union was computed again with nothing changed")
+	}
+	fc := fed.Fingerprint("/store/c")
+	r.noteDigest("b", 2, "/store/c", true)
+	d3, g3, _ := r.union()
+	if g3 == g1 || d3.Count(fc) == 0 {
+		t.Fatalf("a notice: union %v gen %d (was %d)", d3, g3, g1)
+	}
+	r.setDrained("b", true)
+	d4, _, _ := r.union()
+	if d4.Count(fb) != 0 || d4.Count(fa) == 0 {
+		t.Fatalf("a drained member's names stay in the union: %v", d4)
+	}
+	r.leave("a")
+	if d5, _, ok := r.union(); !ok || d5.Count(fa) != 0 {
+		t.Fatalf("a member that left: union %v ok %v", d5, ok)
 	}
 }

@@ -46,6 +46,11 @@ type registry struct {
 	watchers map[watchKey]int
 	// digestGen changes with any member's digest (digest.go).
 	digestGen uint64
+	// unionMu guards the last union computed (digest.go): the joiner
+	// asks for it every second, and it is computed again only when a
+	// generation changed.
+	unionMu sync.Mutex
+	unionAt unionCache
 }
 
 func newRegistry() *registry {

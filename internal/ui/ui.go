@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -117,17 +118,27 @@ func (d *Dashboard) Run(ctx context.Context) {
 	d.mu.Lock()
 	d.runCtx = ctx
 	d.mu.Unlock()
-	t := time.NewTicker(d.o.Every)
+	// Samples at a random phase of the period after the first: the
+	// redirectors of a tree started together do not all scrape their
+	// members in the same instant.
+	t := time.NewTimer(0)
 	defer t.Stop()
+	first := true
 	for {
-		d.busy.Lock()
-		d.sample(ctx)
-		d.busy.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		d.busy.Lock()
+		d.sample(ctx)
+		d.busy.Unlock()
+		next := d.o.Every
+		if first {
+			next = time.Duration(rand.Int64N(int64(d.o.Every)) + 1)
+			first = false
+		}
+		t.Reset(next)
 	}
 }
 
