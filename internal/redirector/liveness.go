@@ -100,7 +100,9 @@ func (r *Redirector) serveWatch(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
-	tick := time.NewTicker(r.opts.Heartbeat)
+	// Jittered: the watches of members that joined together do not all
+	// write in the same instant.
+	tick := time.NewTimer(fed.Jitter(r.opts.Heartbeat))
 	defer tick.Stop()
 	why := "its connection closed"
 loop:
@@ -123,6 +125,7 @@ loop:
 				why = "its connection failed"
 				break loop
 			}
+			tick.Reset(fed.Jitter(r.opts.Heartbeat))
 		}
 	}
 	if r.reg.watchEnd(id, inst) {
