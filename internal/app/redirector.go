@@ -188,6 +188,12 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
 		},
 		Sessions: r.mon.httpSessions(r.records),
+		// The federation's own API (membership, lookups, digests, the
+		// topology) at debug level; an admin's acts stay in the log.
+		Routine: func(req *http.Request) bool {
+			p := req.URL.Path
+			return strings.HasPrefix(p, "/api/v1/") && !strings.HasPrefix(p, "/api/v1/admin/")
+		},
 	})
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10

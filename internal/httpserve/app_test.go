@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -272,5 +273,52 @@ func TestMiddlewarePanics(t *testing.T) {
 	}
 	if !strings.Contains(logBuf.String(), "level=ERROR") || !strings.Contains(logBuf.String(), "panic: boom") {
 		t.Errorf("access log:\n%s", logBuf.String())
+	}
+}
+
+// TestMiddlewareRoutine: the federation's own requests that succeed are
+// logged at debug level; when they fail, and every other request, at
+// info or error as before; all are counted.
+func TestMiddlewareRoutine(t *testing.T) {
+	for _, debug := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m := metrics.NewHTTP(reg, "redirector")
+		var logBuf strings.Builder
+		opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+		if debug {
+			opts.Level = slog.LevelDebug
+		}
+		log := slog.New(slog.NewTextHandler(&logBuf, opts))
+		h := httpserve.MiddlewareWithRecords(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("fail") != "" {
+				w.WriteHeader(http.StatusConflict)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		}), log, m, httpserve.Records{Routine: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }})
+		for _, u := range []string{"/api/beat", "/api/beat?fail=1", "/store/f"} {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, u, nil))
+		}
+		lines := map[string]string{}
+		for l := range strings.Lines(logBuf.String()) {
+			for _, u := range []string{"path=/api/beat ", "path=/store/f "} {
+				if strings.Contains(l, u) {
+					lvl, _, _ := strings.Cut(strings.SplitN(l, "level=", 2)[1], " ")
+					status, _, _ := strings.Cut(strings.SplitN(l, "status=", 2)[1], " ")
+					lines[u+status] = lvl
+				}
+			}
+		}
+		want := map[string]string{"path=/api/beat 409": "INFO", "path=/store/f 200": "INFO"}
+		if debug {
+			want["path=/api/beat 200"] = "DEBUG"
+		}
+		if !maps.Equal(lines, want) {
+			t.Errorf("debug %v: lines %v, want %v\n%s", debug, lines, want, logBuf.String())
+		}
+		s := &server{Reg: reg}
+		if got := s.requests(t, "POST", "200"); got != 2 {
+			t.Errorf("debug %v: POST 200 counted %v times, want 2", debug, got)
+		}
 	}
 }

@@ -90,6 +90,12 @@ type Records struct {
 	Sink monitor.Sink
 	// Skip exempts requests that are not file accesses (APIs).
 	Skip func(r *http.Request) bool
+	// Routine says which requests are the federation's own traffic
+	// (heartbeats, lookups between redirectors, digests, the topology):
+	// answered below 400 they are logged at debug level, not info — a
+	// redirector of a thousand members would write two hundred heartbeat
+	// lines a second otherwise. Failures are logged as any request's.
+	Routine func(r *http.Request) bool
 	// Sessions gives the records of one connection a monitoring session
 	// (nil: none); the http.Server must use its ConnContext and
 	// ConnState.
@@ -147,8 +153,18 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 				m.BytesIn.Add(float64(body.n.Load()))
 			}
 			level := slog.LevelInfo
-			if status >= 500 {
+			switch {
+			case status >= 500:
 				level = slog.LevelError
+			case status < 400 && rs.Routine != nil && rs.Routine(r):
+				level = slog.LevelDebug
+			}
+			if level == slog.LevelDebug && !log.Enabled(r.Context(), level) {
+				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
+				if p != nil {
+					panic(p)
+				}
+				return
 			}
 			if acc.Recorded() && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
 				// Its record says all the access line would (and more):
