@@ -143,6 +143,9 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	so.Store, so.Client, so.Log = st, o.Client, log.With("component", "transfer")
 	so.Metrics = metrics.NewTransfer(reg)
 	so.Records = sinkOf(t.records)
+	if t.policy.Certs != nil {
+		so.VerifyCert = t.verifyCert
+	}
 	if t.svc, err = transfer.New(so); err != nil {
 		t.Close()
 		return nil, err
