@@ -1,0 +1,416 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha1"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanda-fed/wanda/internal/config"
+	"github.com/wanda-fed/wanda/internal/testcert"
+	"github.com/wanda-fed/wanda/internal/testproc"
+	"github.com/wanda-fed/wanda/internal/testserver"
+)
+
+// dlgSite is a transfer service over https that takes X.509 users (a
+// grid CA made by openssl), between two wanda storages over https that
+// let the user's DN alone read and write: no token, no service
+// credential reaches them.
+type dlgSite struct {
+	g                *gridPKI
+	svc              *testproc.Process
+	src, dst         *testserver.Server
+	srcDir, dstDir   string
+	records          string // the destination's access records
+	proxy, capath    string
+	hc               *http.Client // the user, with its proxy
+	userCert, userKy string
+}
+
+const aliceDN = "/DC=org/DC=wanda-test/CN=Alice Analyst"
+
+func startDlgSite(t *testing.T) *dlgSite {
+	t.Helper()
+	needFTSClients(t)
+	openssl := requireTool(t, "openssl")
+	s := &dlgSite{g: makeGridPKI(t), srcDir: t.TempDir(), dstDir: t.TempDir()}
+	s.proxy = s.g.opensslProxy(t)
+	s.userCert, s.userKy = s.g.userCert, s.g.userKey
+	srv := testcert.New(t)
+	d := t.TempDir()
+	srvPEM, srvKey := filepath.Join(d, "server.pem"), filepath.Join(d, "server.key")
+	if err := os.WriteFile(srvPEM, srv.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(srvKey, srv.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.capath = filepath.Join(d, "capath")
+	if err := os.MkdirAll(s.capath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.TrimSpace(string(mustRun(t, d, openssl, "x509", "-hash", "-noout", "-in", srvPEM).Stdout))
+	if err := os.WriteFile(filepath.Join(s.capath, hash+".0"), srv.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.records = filepath.Join(d, "dst-records.jsonl")
+	storage := func(records string) func(c *config.Config) {
+		return func(c *config.Config) {
+			c.Server.TLS = config.TLS{Cert: srvPEM, Key: srvKey}
+			c.Server.TPC.Allow = []string{"127.0.0.0/8"}
+			c.Server.TPC.CA = srvPEM
+			c.Auth.AnonymousRead = false
+			c.Auth.X509 = config.X509{CADir: s.g.caDir}
+			c.Auth.Rules = []config.AuthRule{{Prefix: "/", Read: []string{"dn:" + aliceDN}, Modify: []string{"dn:" + aliceDN}}}
+			if records != "" {
+				c.Records.File = records
+			}
+		}
+	}
+	s.src = testserver.StartWith(t, testserver.Options{Configure: storage("")}, config.Export{Prefix: "/store", Path: s.srcDir})
+	s.dst = testserver.StartWith(t, testserver.Options{Configure: storage(s.records)}, config.Export{Prefix: "/store", Path: s.dstDir})
+	s.svc = startChild(t, "transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "t.db"),
+		"--log-format", "json", "--allow", "127.0.0.0/8", "--tls-cert", srvPEM, "--tls-key", srvKey, "--x509-ca-dir", s.g.caDir,
+		"--ca", srvPEM)
+	pair, err := tls.LoadX509KeyPair(s.proxy, s.proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(srv.CertPEM)
+	s.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	t.Cleanup(func() {
+		log := s.svc.Log()
+		for _, secret := range []string{"PRIVATE KEY", "BEGIN CERTIFICATE"} {
+			if strings.Contains(log, secret) {
+				t.Errorf("the service logged a %s", secret)
+			}
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", log)
+		}
+	})
+	return s
+}
+
+// fts runs fts-rest-NAME with the user's proxy.
+func (s *dlgSite) fts(t *testing.T, name string, args ...string) result {
+	t.Helper()
+	script := requireTool(t, "fts-rest-"+name)
+	return runEnv(t, []string{"HOME=" + t.TempDir()}, "", ftsPython,
+		append([]string{script, "-s", s.svc.URL, "--cert", s.proxy, "--key", s.proxy, "--capath", s.capath}, args...)...)
+}
+
+// call sends a request to the service as the user (hc) and returns the
+// status and body.
+func (s *dlgSite) call(t *testing.T, hc *http.Client, method, path string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.svc.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitJob polls the job until it ends and returns it.
+func (s *dlgSite) waitJob(t *testing.T, id string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var j map[string]any
+		code, b := s.call(t, s.hc, "GET", "/jobs/"+id+"?files=file_state,reason", nil)
+		if err := json.Unmarshal([]byte(b), &j); code != 200 || err != nil {
+			t.Fatalf("GET /jobs/%s: %d %s", id, code, b)
+		}
+		switch j["job_state"] {
+		case "FINISHED", "FINISHEDDIRTY", "FAILED", "CANCELED":
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not ended: %v", id, j)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the service
+	}
+}
+
+// sawDN waits for the destination's access record of a write to name
+// by the user's DN.
+func (s *dlgSite) sawDN(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(s.records)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && strings.HasSuffix(str(m, "path"), name) && str(m, "user") == aliceDN && num(m, "bytes_written") > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the destination recorded no write of %s by %s:\n%s", name, aliceDN, b)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the records file
+	}
+}
+
+// FTS3's clients delegate the user's proxy (fts-rest-delegate,
+// fts-rest-transfer-submit --cert/--key, fts3.rest.client.easy); the
+// jobs move with it between two storages that take the user's DN alone,
+// and the destination sees that DN. A submission without a delegation
+// is refused with 419, as FTS3 does.
+func TestFTSDelegation(t *testing.T) {
+	s := startDlgSite(t)
+	r := s.fts(t, "whoami", "-j")
+	var who map[string]any
+	if err := json.Unmarshal(r.Stdout, &who); r.Err != nil || err != nil {
+		t.Fatalf("fts-rest-whoami: %v %v\n%s%s", r.Err, err, r.Stdout, r.Stderr)
+	}
+	sum := sha1.Sum([]byte(aliceDN)) // FTS3's: SHA-1 of the DN and the FQANs (none), 16 hex digits
+	dlg := hex.EncodeToString(sum[:])[:16]
+	if who["delegation_id"] != dlg || who["user_dn"] != aliceDN {
+		t.Fatalf("whoami: %v, want delegation_id %s", who, dlg)
+	}
+	if code, b := s.call(t, s.hc, "GET", "/delegation/"+dlg, nil); code != 200 || strings.TrimSpace(b) != "null" {
+		t.Fatalf("GET /delegation/%s before any: %d %s", dlg, code, b)
+	}
+	data := randomBytes(200000, 27)
+	if err := os.WriteFile(filepath.Join(s.srcDir, "a"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"files": [{"sources": ["` + s.src.URL + `/store/a"], "destinations": ["` + s.dst.URL + `/store/direct"]}]}`)
+	if code, b := s.call(t, s.hc, "POST", "/jobs", body); code != 419 || !strings.Contains(b, "No delegation found") {
+		t.Fatalf("a submission without a delegation: %d %s", code, b)
+	}
+
+	// The command line delegates, then submits.
+	r = s.fts(t, "transfer-submit", "davs://"+strings.TrimPrefix(s.src.URL, "https://")+"/store/a", s.dst.URL+"/store/cli")
+	m := jobIDLine.FindSubmatch(append(r.Stdout, r.Stderr...))
+	if r.Err != nil || m == nil {
+		t.Fatalf("fts-rest-transfer-submit --cert: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	if j := s.waitJob(t, string(m[1])); j["job_state"] != "FINISHED" || j["user_dn"] != aliceDN {
+		t.Fatalf("the command line's job: %v", j)
+	}
+	sameBytes(t, "cli", readFile(t, filepath.Join(s.dstDir, "cli")), data)
+	s.sawDN(t, "/store/cli")
+	var info map[string]any
+	if code, b := s.call(t, s.hc, "GET", "/delegation/"+dlg, nil); code != 200 || json.Unmarshal([]byte(b), &info) != nil {
+		t.Fatalf("GET /delegation/%s: %d %s", dlg, code, b)
+	}
+	end, err := time.Parse("2006-01-02T15:04:05", info["termination_time"].(string))
+	// The command signs a proxy of 7 hours (its --proxy-lifetime),
+	// within the day the user's proxy has left.
+	if err != nil || time.Until(end) < 6*time.Hour || time.Until(end) > 8*time.Hour {
+		t.Fatalf("termination_time %v (%v), want in 7 hours", info["termination_time"], err)
+	}
+
+	// fts-rest-delegate, forced: a new proxy.
+	if r = s.fts(t, "delegate", "-f"); r.Err != nil || !bytes.Contains(append(r.Stdout, r.Stderr...), []byte(dlg)) {
+		t.Fatalf("fts-rest-delegate -f: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+
+	// The Python bindings, as an experiment's program uses them.
+	prog := `import json, os, time
+import fts3.rest.client.easy as fts3
+ctx = fts3.Context(os.environ["ENDPOINT"], ucert=os.environ["PROXY"], ukey=os.environ["PROXY"], capath=os.environ["CAPATH"])
+dlg = fts3.delegate(ctx, force=True)
+job = fts3.new_job([fts3.new_transfer(os.environ["SRC"], os.environ["DST"])], retry=0)
+jid = fts3.submit(ctx, job)
+for _ in range(600):
+	st = fts3.get_job_status(ctx, jid)
+	if st["job_state"] in ("FINISHED", "FINISHEDDIRTY", "FAILED", "CANCELED"):
+		break
+	time.sleep(0.1)
+print(json.dumps({"dlg": dlg, "state": st["job_state"], "reason": st["reason"]}))
+`
+	r = runEnv(t, []string{"ENDPOINT=" + s.svc.URL, "PROXY=" + s.proxy, "CAPATH=" + s.capath, "SRC=" + s.src.URL + "/store/a",
+		"DST=" + s.dst.URL + "/store/easy", "HOME=" + t.TempDir()}, "", ftsPython, "-c", prog)
+	var out map[string]any
+	if err := json.Unmarshal(r.Stdout, &out); r.Err != nil || err != nil || out["dlg"] != dlg || out["state"] != "FINISHED" {
+		t.Fatalf("the bindings: %v %v %v\n%s%s", r.Err, err, out, r.Stdout, r.Stderr)
+	}
+	sameBytes(t, "easy", readFile(t, filepath.Join(s.dstDir, "easy")), data)
+	s.sawDN(t, "/store/easy")
+
+	// VOMS attributes from the service: FTS3's 424, with what to do.
+	if code, b := s.call(t, s.hc, "POST", "/delegation/"+dlg+"/voms", []byte(`["dteam"]`)); code != http.StatusFailedDependency || !strings.Contains(b, "voms-proxy-init") {
+		t.Errorf("POST voms: %d %s", code, b)
+	}
+	// Removed: a submission is refused again.
+	if code, b := s.call(t, s.hc, "DELETE", "/delegation/"+dlg, nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE /delegation/%s: %d %s", dlg, code, b)
+	}
+	if code, _ := s.call(t, s.hc, "DELETE", "/delegation/"+dlg, nil); code != http.StatusNotFound {
+		t.Errorf("DELETE again: %d", code)
+	}
+	if code, b := s.call(t, s.hc, "POST", "/jobs", body); code != 419 {
+		t.Errorf("a submission after the delegation was removed: %d %s", code, b)
+	}
+}
+
+// Hostile delegations: each refused with a 4xx that says why, and
+// nothing stored (GET /delegation/ID stays null).
+func TestFTSDelegationHostile(t *testing.T) {
+	s := startDlgSite(t)
+	sum := sha1.Sum([]byte(aliceDN))
+	dlg := hex.EncodeToString(sum[:])[:16]
+	alice, err := tls.LoadX509KeyPair(s.userCert, s.userKy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceCert, _ := x509.ParseCertificate(alice.Certificate[0])
+	mallory := s.g.otherUser(t, "Mallory")
+	malloryCert, _ := x509.ParseCertificate(mallory.Certificate[0])
+
+	// Nothing pending yet.
+	if code, b := s.call(t, s.hc, "PUT", "/delegation/"+dlg+"/credential", []byte("x")); code != 400 || !strings.Contains(b, "No credential cache") {
+		t.Errorf("a proxy with no request pending: %d %s", code, b)
+	}
+	code, reqPEM := s.call(t, s.hc, "GET", "/delegation/"+dlg+"/request", nil)
+	if code != 200 {
+		t.Fatalf("GET request: %d %s", code, reqPEM)
+	}
+	if c, again := s.call(t, s.hc, "GET", "/delegation/"+dlg+"/request", nil); c != 200 || again != reqPEM {
+		t.Errorf("the request pending is not given again: %d", c)
+	}
+	blk, _ := pem.Decode([]byte(reqPEM))
+	if blk == nil {
+		t.Fatalf("the request is not PEM: %q", reqPEM)
+	}
+	csr, err := x509.ParseCertificateRequest(blk.Bytes)
+	if err != nil || csr.CheckSignature() != nil {
+		t.Fatalf("the request: %v", err)
+	}
+	otherKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	cases := []struct {
+		name string
+		path string
+		body []byte
+		code int
+		want string
+	}{
+		{"garbage", "credential", []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), 400, "Could not process the proxy"},
+		{"not PEM", "credential", []byte("hello"), 400, "not PEM"},
+		{"a key in the body", "credential", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}), 400, "only certificates"},
+		{"the proxy alone", "credential", signProxy(t, csr.PublicKey, aliceCert, alice.PrivateKey, now.Add(time.Hour*6)), 400, "malformed proxy"},
+		{"another key", "credential", chainPEM(signProxy(t, &otherKey.PublicKey, aliceCert, alice.PrivateKey, now.Add(6*time.Hour)), aliceCert), 400, "does not match"},
+		{"signed by Mallory", "credential", chainPEM(signProxy(t, csr.PublicKey, malloryCert, mallory.PrivateKey, now.Add(6*time.Hour)), malloryCert), 400, "not yours"},
+		{"Mallory's chain behind Alice's proxy", "credential", chainPEM(signProxy(t, csr.PublicKey, aliceCert, alice.PrivateKey, now.Add(6*time.Hour)), malloryCert), 400, "Could not process the proxy"},
+		{"expired", "credential", chainPEM(signProxy(t, csr.PublicKey, aliceCert, alice.PrivateKey, now.Add(-time.Minute)), aliceCert), 400, "Could not process the proxy"},
+		{"oversize", "credential", bytes.Repeat([]byte("A"), 1<<20), 413, "bytes"},
+	}
+	for _, tc := range cases {
+		c, b := s.call(t, s.hc, "PUT", "/delegation/"+dlg+"/"+tc.path, tc.body)
+		if c != tc.code || !strings.Contains(b, tc.want) {
+			t.Errorf("%s: %d %s, want %d saying %q", tc.name, c, b, tc.code, tc.want)
+		}
+	}
+	// Another identity's delegation id.
+	for _, p := range []string{"GET /delegation/0123456789abcdef", "GET /delegation/0123456789abcdef/request",
+		"PUT /delegation/0123456789abcdef/credential", "DELETE /delegation/0123456789abcdef", "POST /delegation/0123456789abcdef/voms"} {
+		method, path, _ := strings.Cut(p, " ")
+		if c, b := s.call(t, s.hc, method, path, []byte(`[]`)); c != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 403", p, c, b)
+		}
+	}
+	if c, b := s.call(t, s.hc, "GET", "/delegation/"+dlg, nil); c != 200 || strings.TrimSpace(b) != "null" {
+		t.Fatalf("after the hostile puts: %d %s, want null (nothing stored)", c, b)
+	}
+	// The right one is still taken, once.
+	good := chainPEM(signProxy(t, csr.PublicKey, aliceCert, alice.PrivateKey, now.Add(6*time.Hour)), aliceCert)
+	if c, b := s.call(t, s.hc, "PUT", "/delegation/"+dlg+"/credential", good); c != http.StatusCreated {
+		t.Fatalf("the proxy signed by Alice: %d %s", c, b)
+	}
+	if c, b := s.call(t, s.hc, "PUT", "/delegation/"+dlg+"/credential", good); c != 400 {
+		t.Errorf("the same proxy again (its request consumed): %d %s", c, b)
+	}
+	// Six hours: a submission is taken (FTS3 wants one hour left).
+	body := []byte(`{"files": [{"sources": ["` + s.src.URL + `/store/none"], "destinations": ["` + s.dst.URL + `/store/none"]}], "params": {"retry": 0}}`)
+	if c, b := s.call(t, s.hc, "POST", "/jobs", body); c != 200 {
+		t.Errorf("a submission with a delegation: %d %s", c, b)
+	}
+}
+
+// otherUser is another user of the grid CA, made by openssl.
+func (g *gridPKI) otherUser(t *testing.T, cn string) tls.Certificate {
+	t.Helper()
+	openssl := requireTool(t, "openssl")
+	d := g.dir
+	key, csr, cert := filepath.Join(d, cn+".key"), filepath.Join(d, cn+".csr"), filepath.Join(d, cn+".pem")
+	mustRun(t, d, openssl, "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/DC=org/DC=wanda-test/CN="+cn)
+	mustRun(t, d, openssl, "x509", "-req", "-in", csr, "-CA", filepath.Join(d, "ca.pem"), "-CAkey", filepath.Join(d, "ca.key"),
+		"-set_serial", "3", "-days", "1", "-out", cert, "-extfile", filepath.Join(d, "ext.cnf"), "-extensions", "user")
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+// signProxy makes an RFC 3820 proxy of issuer for pub, as FTS3's
+// delegator does (the issuer's subject and a numeric CN), ending at
+// notAfter; it returns it as PEM.
+func signProxy(t *testing.T, pub any, issuer *x509.Certificate, key any, notAfter time.Time) []byte {
+	t.Helper()
+	var name pkix.RDNSequence
+	if _, err := asn1.Unmarshal(issuer.RawSubject, &name); err != nil {
+		t.Fatal(err)
+	}
+	name = append(name, pkix.RelativeDistinguishedNameSET{{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "1234567"}})
+	raw, err := asn1.Marshal(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type lang struct{ OID asn1.ObjectIdentifier }
+	type pci struct{ Policy lang }
+	info, err := asn1.Marshal(pci{lang{asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 21, 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), RawSubject: raw,
+		NotBefore: notAfter.Add(-12 * time.Hour), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, BasicConstraintsValid: true,
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}, Critical: true, Value: info}}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, pub, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// chainPEM is a proxy (PEM) followed by certs.
+func chainPEM(proxy []byte, certs ...*x509.Certificate) []byte {
+	out := append([]byte{}, proxy...)
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
+}
