@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/testcert"
 	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/testserver"
+	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtest"
 )
 
 // dlgSite is a transfer service over https that takes X.509 users (a
@@ -34,7 +36,8 @@ import (
 // credential reaches them.
 type dlgSite struct {
 	g                *gridPKI
-	svc              *testproc.Process
+	svc              *testproc.Process   // the first instance
+	svcs             []*testproc.Process // every instance
 	src, dst         *testserver.Server
 	srcDir, dstDir   string
 	records          string // the destination's access records
@@ -46,6 +49,13 @@ type dlgSite struct {
 const aliceDN = "/DC=org/DC=wanda-test/CN=Alice Analyst"
 
 func startDlgSite(t *testing.T) *dlgSite {
+	t.Helper()
+	return startDlgSites(t, "sqlite:"+filepath.Join(t.TempDir(), "t.db"))
+}
+
+// startDlgSites starts one instance of the service on each database
+// (the same one for several instances on one PostgreSQL database).
+func startDlgSites(t *testing.T, dbs ...string) *dlgSite {
 	t.Helper()
 	needFTSClients(t)
 	openssl := requireTool(t, "openssl")
@@ -85,9 +95,12 @@ func startDlgSite(t *testing.T) *dlgSite {
 	}
 	s.src = testserver.StartWith(t, testserver.Options{Configure: storage("")}, config.Export{Prefix: "/store", Path: s.srcDir})
 	s.dst = testserver.StartWith(t, testserver.Options{Configure: storage(s.records)}, config.Export{Prefix: "/store", Path: s.dstDir})
-	s.svc = startChild(t, "transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "t.db"),
-		"--log-format", "json", "--allow", "127.0.0.0/8", "--tls-cert", srvPEM, "--tls-key", srvKey, "--x509-ca-dir", s.g.caDir,
-		"--ca", srvPEM)
+	for _, db := range dbs {
+		s.svcs = append(s.svcs, startChild(t, "transfer", "serve", "--listen", "127.0.0.1:0", "--db", db,
+			"--log-format", "json", "--allow", "127.0.0.0/8", "--tls-cert", srvPEM, "--tls-key", srvKey, "--x509-ca-dir", s.g.caDir,
+			"--ca", srvPEM))
+	}
+	s.svc = s.svcs[0]
 	pair, err := tls.LoadX509KeyPair(s.proxy, s.proxy)
 	if err != nil {
 		t.Fatal(err)
@@ -96,14 +109,13 @@ func startDlgSite(t *testing.T) *dlgSite {
 	pool.AppendCertsFromPEM(srv.CertPEM)
 	s.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
 	t.Cleanup(func() {
-		log := s.svc.Log()
-		for _, secret := range []string{"PRIVATE KEY", "BEGIN CERTIFICATE"} {
-			if strings.Contains(log, secret) {
-				t.Errorf("the service logged a %s", secret)
+		for _, svc := range s.svcs {
+			log := svc.Log()
+			for _, secret := range []string{"PRIVATE KEY", "BEGIN CERTIFICATE"} {
+				if strings.Contains(log, secret) {
+					t.Errorf("the service logged a %s", secret)
+				}
 			}
-		}
-		if t.Failed() {
-			t.Logf("service log:\n%s", log)
 		}
 	})
 	return s
@@ -121,7 +133,13 @@ func (s *dlgSite) fts(t *testing.T, name string, args ...string) result {
 // status and body.
 func (s *dlgSite) call(t *testing.T, hc *http.Client, method, path string, body []byte) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.svc.URL+path, bytes.NewReader(body))
+	return s.callAt(t, s.svc, hc, method, path, body)
+}
+
+// callAt is call to one instance of the service.
+func (s *dlgSite) callAt(t *testing.T, svc *testproc.Process, hc *http.Client, method, path string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, svc.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,6 +374,62 @@ func TestFTSDelegationHostile(t *testing.T) {
 	body := []byte(`{"files": [{"sources": ["` + s.src.URL + `/store/none"], "destinations": ["` + s.dst.URL + `/store/none"]}], "params": {"retry": 0}}`)
 	if c, b := s.call(t, s.hc, "POST", "/jobs", body); c != 200 {
 		t.Errorf("a submission with a delegation: %d %s", c, b)
+	}
+}
+
+// Two instances on one PostgreSQL database: a delegation begun at one
+// is finished at the other, and a job submitted at one moves with the
+// proxy whichever instance runs it.
+func TestFTSDelegationTwoInstances(t *testing.T) {
+	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
+	s := startDlgSites(t, dsn, dsn)
+	a, b := s.svcs[0], s.svcs[1]
+	sum := sha1.Sum([]byte(aliceDN))
+	dlg := hex.EncodeToString(sum[:])[:16]
+	alice, err := tls.LoadX509KeyPair(s.userCert, s.userKy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceCert, _ := x509.ParseCertificate(alice.Certificate[0])
+	code, reqPEM := s.callAt(t, a, s.hc, "GET", "/delegation/"+dlg+"/request", nil)
+	blk, _ := pem.Decode([]byte(reqPEM))
+	if code != 200 || blk == nil {
+		t.Fatalf("GET request at the first instance: %d %s", code, reqPEM)
+	}
+	csr, err := x509.ParseCertificateRequest(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := chainPEM(signProxy(t, csr.PublicKey, aliceCert, alice.PrivateKey, time.Now().Add(5*time.Hour)), aliceCert)
+	if code, b := s.callAt(t, b, s.hc, "PUT", "/delegation/"+dlg+"/credential", proxy); code != http.StatusCreated {
+		t.Fatalf("the proxy put at the second instance: %d %s", code, b)
+	}
+	var info map[string]any
+	if code, b := s.callAt(t, a, s.hc, "GET", "/delegation/"+dlg, nil); code != 200 || json.Unmarshal([]byte(b), &info) != nil || info["termination_time"] == nil {
+		t.Fatalf("the delegation seen by the first instance: %d %s", code, b)
+	}
+	data := randomBytes(100000, 28)
+	if err := os.WriteFile(filepath.Join(s.srcDir, "a"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i, svc := range s.svcs {
+		body := fmt.Sprintf(`{"files": [{"sources": [%q], "destinations": [%q]}], "params": {"retry": 0}}`,
+			s.src.URL+"/store/a", fmt.Sprintf("%s/store/two%d", s.dst.URL, i))
+		code, b := s.callAt(t, svc, s.hc, "POST", "/jobs", []byte(body))
+		var sub map[string]string
+		if code != 200 || json.Unmarshal([]byte(b), &sub) != nil {
+			t.Fatalf("submit at instance %d: %d %s", i, code, b)
+		}
+		ids = append(ids, sub["job_id"])
+	}
+	for i, id := range ids {
+		if j := s.waitJob(t, id); j["job_state"] != "FINISHED" {
+			t.Fatalf("job %d: %v", i, j)
+		}
+		name := fmt.Sprintf("two%d", i)
+		sameBytes(t, name, readFile(t, filepath.Join(s.dstDir, name)), data)
+		s.sawDN(t, "/store/"+name)
 	}
 }
 
