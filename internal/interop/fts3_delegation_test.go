@@ -50,12 +50,22 @@ const aliceDN = "/DC=org/DC=wanda-test/CN=Alice Analyst"
 
 func startDlgSite(t *testing.T) *dlgSite {
 	t.Helper()
-	return startDlgSites(t, "sqlite:"+filepath.Join(t.TempDir(), "t.db"))
+	return startDlgSites(t, dlgOptions{}, "sqlite:"+filepath.Join(t.TempDir(), "t.db"))
 }
+
+// dlgOptions vary the site.
+type dlgOptions struct {
+	// VOMS: the user's proxy carries VOMS attributes of VO dteam
+	// (voms-proxy-fake), which the service verifies (--x509-voms-dir).
+	VOMS bool
+}
+
+// dteamFQANs are the attributes of the VOMS proxy, in its order.
+var dteamFQANs = []string{"/dteam/Role=NULL/Capability=NULL", "/dteam/wanda/Role=NULL/Capability=NULL"}
 
 // startDlgSites starts one instance of the service on each database
 // (the same one for several instances on one PostgreSQL database).
-func startDlgSites(t *testing.T, dbs ...string) *dlgSite {
+func startDlgSites(t *testing.T, o dlgOptions, dbs ...string) *dlgSite {
 	t.Helper()
 	needFTSClients(t)
 	openssl := requireTool(t, "openssl")
@@ -95,10 +105,14 @@ func startDlgSites(t *testing.T, dbs ...string) *dlgSite {
 	}
 	s.src = testserver.StartWith(t, testserver.Options{Configure: storage("")}, config.Export{Prefix: "/store", Path: s.srcDir})
 	s.dst = testserver.StartWith(t, testserver.Options{Configure: storage(s.records)}, config.Export{Prefix: "/store", Path: s.dstDir})
+	var extra []string
+	if o.VOMS {
+		s.proxy, extra = s.g.vomsProxy(t), []string{"--x509-voms-dir", s.g.vomsDir}
+	}
 	for _, db := range dbs {
-		s.svcs = append(s.svcs, startChild(t, "transfer", "serve", "--listen", "127.0.0.1:0", "--db", db,
+		s.svcs = append(s.svcs, startChild(t, append([]string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", db,
 			"--log-format", "json", "--allow", "127.0.0.0/8", "--tls-cert", srvPEM, "--tls-key", srvKey, "--x509-ca-dir", s.g.caDir,
-			"--ca", srvPEM))
+			"--ca", srvPEM}, extra...)...))
 	}
 	s.svc = s.svcs[0]
 	pair, err := tls.LoadX509KeyPair(s.proxy, s.proxy)
@@ -382,7 +396,7 @@ func TestFTSDelegationHostile(t *testing.T) {
 // proxy whichever instance runs it.
 func TestFTSDelegationTwoInstances(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
-	s := startDlgSites(t, dsn, dsn)
+	s := startDlgSites(t, dlgOptions{}, dsn, dsn)
 	a, b := s.svcs[0], s.svcs[1]
 	sum := sha1.Sum([]byte(aliceDN))
 	dlg := hex.EncodeToString(sum[:])[:16]
@@ -431,6 +445,84 @@ func TestFTSDelegationTwoInstances(t *testing.T) {
 		sameBytes(t, name, readFile(t, filepath.Join(s.dstDir, name)), data)
 		s.sawDN(t, "/store/"+name)
 	}
+}
+
+// A VOMS proxy: the delegation id is FTS3's hash of the DN and the
+// FQANs, the delegated proxy (signed by the VOMS proxy) keeps the
+// attributes, and the job moves with it.
+func TestFTSDelegationVOMS(t *testing.T) {
+	s := startDlgSites(t, dlgOptions{VOMS: true}, "sqlite:"+filepath.Join(t.TempDir(), "t.db"))
+	r := s.fts(t, "whoami", "-j")
+	var who struct {
+		DN    string   `json:"user_dn"`
+		DlgID string   `json:"delegation_id"`
+		VOs   []string `json:"vos"`
+		VOMS  []string `json:"voms_cred"`
+	}
+	if err := json.Unmarshal(r.Stdout, &who); r.Err != nil || err != nil {
+		t.Fatalf("fts-rest-whoami: %v %v\n%s%s", r.Err, err, r.Stdout, r.Stderr)
+	}
+	h := sha1.New()
+	h.Write([]byte(aliceDN))
+	for _, f := range dteamFQANs {
+		h.Write([]byte(f))
+	}
+	dlg := hex.EncodeToString(h.Sum(nil))[:16]
+	if who.DN != aliceDN || who.DlgID != dlg || strings.Join(who.VOs, ",") != "dteam,dteam/wanda" || strings.Join(who.VOMS, ",") != strings.Join(dteamFQANs, ",") {
+		t.Fatalf("whoami: %+v, want delegation_id %s", who, dlg)
+	}
+	data := randomBytes(50000, 29)
+	if err := os.WriteFile(filepath.Join(s.srcDir, "v"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = s.fts(t, "transfer-submit", s.src.URL+"/store/v", s.dst.URL+"/store/voms")
+	m := jobIDLine.FindSubmatch(append(r.Stdout, r.Stderr...))
+	if r.Err != nil || m == nil {
+		t.Fatalf("fts-rest-transfer-submit with a VOMS proxy: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	if j := s.waitJob(t, string(m[1])); j["job_state"] != "FINISHED" || j["vo_name"] != "dteam" {
+		t.Fatalf("the job: %v", j)
+	}
+	sameBytes(t, "voms", readFile(t, filepath.Join(s.dstDir, "voms")), data)
+	s.sawDN(t, "/store/voms")
+	var info struct {
+		End  string   `json:"termination_time"`
+		VOMS []string `json:"voms_attrs"`
+	}
+	if code, b := s.call(t, s.hc, "GET", "/delegation/"+dlg, nil); code != 200 || json.Unmarshal([]byte(b), &info) != nil ||
+		strings.Join(info.VOMS, ",") != strings.Join(dteamFQANs, ",") || info.End == "" {
+		t.Fatalf("GET /delegation/%s: %d %s", dlg, code, b)
+	}
+}
+
+// vomsProxy makes a VOMS proxy of the user with voms-proxy-fake: an AC
+// of VO dteam (dteamFQANs) signed by a VOMS server of the grid CA,
+// which g.vomsDir names.
+func (g *gridPKI) vomsProxy(t *testing.T) string {
+	t.Helper()
+	fake := requireTool(t, "voms-proxy-fake")
+	openssl := requireTool(t, "openssl")
+	d := g.dir
+	key, csr, cert := filepath.Join(d, "voms.key"), filepath.Join(d, "voms.csr"), filepath.Join(d, "voms.pem")
+	mustRun(t, d, openssl, "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/DC=org/DC=wanda-test/CN=voms.wanda-test.org")
+	mustRun(t, d, openssl, "x509", "-req", "-in", csr, "-CA", filepath.Join(d, "ca.pem"), "-CAkey", filepath.Join(d, "ca.key"),
+		"-set_serial", "4", "-days", "1", "-out", cert, "-extfile", filepath.Join(d, "ext.cnf"), "-extensions", "user")
+	g.vomsDir = filepath.Join(d, "vomsdir")
+	if err := os.MkdirAll(filepath.Join(g.vomsDir, "dteam"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lsc := "/DC=org/DC=wanda-test/CN=voms.wanda-test.org\n/DC=org/DC=wanda-test/CN=Wanda Test CA\n"
+	if err := os.WriteFile(filepath.Join(g.vomsDir, "dteam", "voms.wanda-test.org.lsc"), []byte(lsc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(d, "x509up-voms")
+	args := []string{"-q", "-rfc", "-cert", g.userCert, "-key", g.userKey, "-certdir", g.caDir, "-hostcert", cert, "-hostkey", key,
+		"-voms", "dteam", "-uri", "voms.wanda-test.org:15000", "-hours", "4", "-vomslife", "4", "-bits", "2048", "-out", out}
+	for _, f := range dteamFQANs {
+		args = append(args, "-fqan", f)
+	}
+	mustRun(t, d, fake, args...)
+	return out
 }
 
 // otherUser is another user of the grid CA, made by openssl.
