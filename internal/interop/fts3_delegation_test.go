@@ -254,10 +254,12 @@ func TestFTSDelegation(t *testing.T) {
 		t.Fatalf("GET /delegation/%s: %d %s", dlg, code, b)
 	}
 	end, err := time.Parse("2006-01-02T15:04:05", info["termination_time"].(string))
-	// The command signs a proxy of 7 hours (its --proxy-lifetime),
-	// within the day the user's proxy has left.
-	if err != nil || time.Until(end) < 6*time.Hour || time.Until(end) > 8*time.Hour {
-		t.Fatalf("termination_time %v (%v), want in 7 hours", info["termination_time"], err)
+	// The command signs a proxy of 7 hours (its --proxy-lifetime), or
+	// (FTS-1217) to the end of the earliest certificate of the user's
+	// chain when one ends before the first: the user certificate, made a
+	// second before the proxy, sometimes does.
+	if err != nil || time.Until(end) < 6*time.Hour || time.Until(end) > 25*time.Hour {
+		t.Fatalf("termination_time %v (%v), want in 7 hours or in a day", info["termination_time"], err)
 	}
 
 	// fts-rest-delegate, forced: a new proxy.
