@@ -3,6 +3,7 @@ package interop
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha1"
@@ -22,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/wanda-fed/wanda/internal/config"
 	"github.com/wanda-fed/wanda/internal/testcert"
@@ -58,6 +61,9 @@ type dlgOptions struct {
 	// VOMS: the user's proxy carries VOMS attributes of VO dteam
 	// (voms-proxy-fake), which the service verifies (--x509-voms-dir).
 	VOMS bool
+	// Sealed: every instance seals the delegations' keys with one
+	// --delegation-key.
+	Sealed bool
 }
 
 // dteamFQANs are the attributes of the VOMS proxy, in its order.
@@ -108,6 +114,13 @@ func startDlgSites(t *testing.T, o dlgOptions, dbs ...string) *dlgSite {
 	var extra []string
 	if o.VOMS {
 		s.proxy, extra = s.g.vomsProxy(t), []string{"--x509-voms-dir", s.g.vomsDir}
+	}
+	if o.Sealed {
+		key := filepath.Join(d, "delegation.key")
+		if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, "--delegation-key", key)
 	}
 	for _, db := range dbs {
 		s.svcs = append(s.svcs, startChild(t, append([]string{"transfer", "serve", "--listen", "127.0.0.1:0", "--db", db,
@@ -393,12 +406,13 @@ func TestFTSDelegationHostile(t *testing.T) {
 	}
 }
 
-// Two instances on one PostgreSQL database: a delegation begun at one
-// is finished at the other, and a job submitted at one moves with the
-// proxy whichever instance runs it.
+// Two instances on one PostgreSQL database, sealing the keys with one
+// --delegation-key: a delegation begun at one is finished at the other,
+// a job submitted at one moves with the proxy whichever instance runs
+// it, and the database holds no private key in the clear.
 func TestFTSDelegationTwoInstances(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
-	s := startDlgSites(t, dlgOptions{}, dsn, dsn)
+	s := startDlgSites(t, dlgOptions{Sealed: true}, dsn, dsn)
 	a, b := s.svcs[0], s.svcs[1]
 	sum := sha1.Sum([]byte(aliceDN))
 	dlg := hex.EncodeToString(sum[:])[:16]
@@ -446,6 +460,18 @@ func TestFTSDelegationTwoInstances(t *testing.T) {
 		name := fmt.Sprintf("two%d", i)
 		sameBytes(t, name, readFile(t, filepath.Join(s.dstDir, name)), data)
 		s.sawDN(t, "/store/"+name)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var key, chain string
+	if err := conn.QueryRow(context.Background(), `SELECT priv_key, chain FROM credentials WHERE dlg_id = $1`, dlg).Scan(&key, &chain); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(key, "wanda-sealed:v1:") || strings.Contains(key, "PRIVATE KEY") || !strings.Contains(chain, "BEGIN CERTIFICATE") {
+		t.Errorf("the stored key is not sealed: %.40q...", key)
 	}
 }
 

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -31,6 +32,10 @@ type DelegationOptions struct {
 	// MaxPending bounds the requests pending at once, all users together
 	// (default 1000).
 	MaxPending int
+	// SealKey (SealKeySize bytes) seals the private keys of delegations
+	// in the store; every instance on one database needs the same. nil:
+	// they are stored as PEM.
+	SealKey []byte
 }
 
 // credTTL is how long an instance uses a proxy it read before reading
@@ -44,6 +49,8 @@ const maxCreds = 1024
 // the proxies read lately.
 type delegations struct {
 	keygen chan struct{}
+	// aead seals the keys in the store (seal.go); nil: stored as PEM.
+	aead cipher.AEAD
 
 	mu    sync.Mutex
 	creds map[[2]string]cachedCred
@@ -55,8 +62,8 @@ type cachedCred struct {
 	read    time.Time
 }
 
-func newDelegations() delegations {
-	return delegations{keygen: make(chan struct{}, 2), creds: map[[2]string]cachedCred{}}
+func newDelegations(aead cipher.AEAD) delegations {
+	return delegations{keygen: make(chan struct{}, 2), aead: aead, creds: map[[2]string]cachedCred{}}
 }
 
 // forget drops the proxies of a delegation id read by this instance.
@@ -92,7 +99,11 @@ func (d *delegations) cert(ctx context.Context, st store.Store, id, dn string, n
 	if !cred.Expires.After(now) {
 		return nil, fmt.Errorf("%w: the proxy %s delegated expired at %s: delegate again", errNoProxy, dn, ftsTimeOf(cred.Expires))
 	}
-	cert, err := tlsCredential(cred.Chain, cred.Key)
+	key, err := d.open(id, dn, cred.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoProxy, err)
+	}
+	cert, err := tlsCredential(cred.Chain, key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoProxy, err)
 	}

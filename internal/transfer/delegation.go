@@ -137,6 +137,9 @@ func (s *Service) newRequest(ctx context.Context, id Identity, bits int) (store.
 	if err != nil {
 		return store.DelegationRequest{}, err
 	}
+	if key, err = s.dlg.seal(id.DelegationID, id.DN, key); err != nil {
+		return store.DelegationRequest{}, err
+	}
 	now := s.now()
 	pending := store.DelegationRequest{ID: id.DelegationID, DN: id.DN, Request: req, Key: key, Created: now}
 	err = s.st.PutDelegationRequest(ctx, pending, now.Add(-s.pendingTTL()), s.maxPending())
@@ -180,7 +183,11 @@ func (s *Service) ftsDelegate(w http.ResponseWriter, r *http.Request, id Identit
 	if err != nil {
 		return badRequest("Could not process the proxy: %v", err)
 	}
-	key, err := parseKey(pending.Key)
+	keyPEM, err := s.dlg.open(id.DelegationID, id.DN, pending.Key)
+	if err != nil {
+		return err
+	}
+	key, err := parseKey(keyPEM)
 	if err != nil {
 		return err
 	}

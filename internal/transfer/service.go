@@ -125,7 +125,11 @@ func New(o Options) (*Service, error) {
 		_, _ = rand.Read(b)
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
-	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1), dlg: newDelegations()}
+	aead, err := newAEAD(o.Delegation.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: %w", err)
+	}
+	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1), dlg: newDelegations(aead)}
 	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log, o.Metrics)
 	return s, nil
 }
