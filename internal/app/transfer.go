@@ -60,6 +60,10 @@ type TransferOptions struct {
 	// "issuer:URL", "group:/cms", "dn:/DC=org/CN=Alice"). On a service
 	// without authentication everyone may.
 	Admins []string
+	// DelegationKey is a file of 32 bytes (raw, or 64 hex digits) that
+	// seals the private keys of delegated proxies in the store; every
+	// instance on one database needs the same. "": stored as PEM.
+	DelegationKey string
 }
 
 // Transfer is a running transfer service instance.
@@ -143,6 +147,15 @@ func NewTransfer(ctx context.Context, o TransferOptions, log *slog.Logger, reg *
 	so.Store, so.Client, so.Log = st, o.Client, log.With("component", "transfer")
 	so.Metrics = metrics.NewTransfer(reg)
 	so.Records = sinkOf(t.records)
+	if t.policy.Certs != nil {
+		so.VerifyCert = t.verifyCert
+	}
+	if o.DelegationKey != "" {
+		if so.Delegation.SealKey, err = transfer.ReadSealKey(o.DelegationKey); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	if t.svc, err = transfer.New(so); err != nil {
 		t.Close()
 		return nil, err

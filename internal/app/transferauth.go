@@ -1,12 +1,14 @@
 package app
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wanda-fed/wanda/internal/auth"
 	"github.com/wanda-fed/wanda/internal/auth/token"
@@ -137,4 +139,14 @@ func (t *Transfer) isAdmin(principals []string) bool {
 		}
 	}
 	return false
+}
+
+// verifyCert verifies a chain as the API's authentication does: the
+// proxies users delegate (the transfer service's CertVerifier).
+func (t *Transfer) verifyCert(chain []*x509.Certificate) (transfer.Identity, time.Time, error) {
+	cid, err := t.policy.VerifyChain(chain)
+	if err != nil {
+		return transfer.Identity{}, time.Time{}, err
+	}
+	return t.certIdentity(cid), cid.Expires, nil
 }

@@ -14,7 +14,7 @@ type authFlags struct {
 	issuers, keys, audiences []string
 	anonRead                 bool
 	tlsCert, tlsKey          string
-	caDir, gridMap           string
+	caDir, gridMap, vomsDir  string
 }
 
 func (a *authFlags) add(cmd *cobra.Command) {
@@ -27,6 +27,7 @@ func (a *authFlags) add(cmd *cobra.Command) {
 	f.StringVar(&a.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	f.StringVar(&a.caDir, "x509-ca-dir", "", "accept X.509 client certificates (and grid proxies) issued by the CAs in this directory")
 	f.StringVar(&a.gridMap, "grid-mapfile", "", "map certificate DNs to user names (grid-mapfile)")
+	f.StringVar(&a.vomsDir, "x509-voms-dir", "", "verify the VOMS attributes of proxies with this vomsdir (VO/HOST.lsc files)")
 }
 
 // apply merges the flags given into the config's auth section and TLS.
@@ -67,6 +68,9 @@ func (a *authFlags) apply(cmd *cobra.Command, c *config.Auth, tls *config.TLS) e
 	}
 	if a.gridMap != "" {
 		c.X509.GridMap = a.gridMap
+	}
+	if a.vomsDir != "" {
+		c.X509.VOMSDir = a.vomsDir
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func newTransferServeCmd() *cobra.Command {
 	var (
 		listen, db, logLevel, logFormat string
 		allow, tokenHosts, admins       []string
+		delegationKey                   string
 		uiAnonymous                     bool
 		o                               transfer.Options
 		cf                              clientFlags
@@ -69,7 +70,7 @@ func newTransferServeCmd() *cobra.Command {
 				return err
 			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, TLS: tls, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc, Admins: admins}, log, prometheus.NewRegistry())
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, TLS: tls, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc, Admins: admins, DelegationKey: delegationKey}, log, prometheus.NewRegistry())
 			if err != nil {
 				return err
 			}
@@ -94,6 +95,7 @@ func newTransferServeCmd() *cobra.Command {
 	f.StringArrayVar(&tokenHosts, "token-host", nil, "a storage (host:port) the service's own token (--token) may be sent to (repeatable); no other host gets it")
 	f.StringArrayVar(&admins, "admin", nil, "an administrator, who may ban and configure storages (FTS3's /ban/se, /config/se): sub:ISSUER#SUBJECT, issuer:URL, group:/GROUP, dn:DN or user:NAME (repeatable); without authentication everyone may")
 	f.BoolVar(&uiAnonymous, "ui-anonymous", false, "with token issuers configured, show the dashboard (/ui/: every job's id, submitter, state and file counts, the links) without a token; without issuers it is always shown")
+	f.StringVar(&delegationKey, "delegation-key", "", "a file of 32 random bytes (or 64 hex digits: openssl rand -hex 32), mode 600, that seals the private keys of delegated X.509 proxies in the store (every instance on one database needs the same); default: stored in PEM, as FTS3 does")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cf.add(cmd)

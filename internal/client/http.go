@@ -116,8 +116,9 @@ type HTTPTransport struct {
 	// other than the refused one is tried again.
 	RenewToken func() (string, error)
 
-	parts      sync.Map // scheme://host -> bool: the server takes parallel PUT parts
-	tokenHosts sync.Map // host:port -> true: the token may go there over http
+	parts      sync.Map    // scheme://host -> bool: the server takes parallel PUT parts
+	certs      certClients // per-operation client certificates (WithClientCert)
+	tokenHosts sync.Map    // host:port -> true: the token may go there over http
 }
 
 // NewHTTPTransport returns a transport with keep-alive pooling sized for
@@ -186,7 +187,11 @@ func (t *HTTPTransport) do(ctx context.Context, method string, u *url.URL, body 
 			req.Body = http.NoBody
 		}
 	}
-	resp, err := t.Client.Do(req)
+	hc, err := t.clientFor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, Redact(u), err)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

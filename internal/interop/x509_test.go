@@ -17,6 +17,7 @@ import (
 type gridPKI struct {
 	dir, caDir        string
 	userCert, userKey string
+	vomsDir           string // made by vomsProxy
 }
 
 func makeGridPKI(t *testing.T) *gridPKI {

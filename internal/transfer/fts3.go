@@ -42,10 +42,7 @@ func (s *Service) routeFTS(mux *http.ServeMux, auth Authenticator) {
 	mux.Handle("GET /config/se", s.serve(auth, s.ftsSEConfig))
 	mux.Handle("POST /config/se", s.serve(auth, s.ftsSetSEConfig))
 	mux.Handle("DELETE /config/se", s.serve(auth, s.ftsDeleteSEConfig))
-	mux.Handle("GET /delegation/{dlg}", s.serve(auth, s.ftsDelegation))
-	mux.Handle("GET /delegation/{dlg}/request", s.serve(auth, s.ftsNoDelegation))
-	mux.Handle("PUT /delegation/{dlg}/credential", s.serve(auth, s.ftsNoDelegation))
-	mux.Handle("POST /delegation/{dlg}/credential", s.serve(auth, s.ftsNoDelegation))
+	s.routeDelegation(mux, auth)
 }
 
 func (s *Service) ftsSubmit(w http.ResponseWriter, r *http.Request, id Identity) error {
@@ -53,9 +50,15 @@ func (s *Service) ftsSubmit(w http.ResponseWriter, r *http.Request, id Identity)
 	if err != nil {
 		return err
 	}
+	if err := s.needDelegation(r.Context(), id); err != nil {
+		return err
+	}
 	job, files, err := s.parseSubmission(body, id, dialect{fts: true})
 	if err != nil {
 		return err
+	}
+	if id.Method == "certificate" {
+		job.Params.DelegationID, job.Params.DelegationDN = id.DelegationID, id.DN
 	}
 	stored, created, err := s.submit(r.Context(), job, files)
 	if err != nil {

@@ -65,17 +65,6 @@ func (s *Service) ftsWhoami(w http.ResponseWriter, _ *http.Request, id Identity)
 	return nil
 }
 
-// GET /delegation/{id}: the delegated credential's end. The service
-// holds none: jobs move with their tokens or the service's own
-// credentials (docs/transfer.md).
-func (s *Service) ftsDelegation(w http.ResponseWriter, r *http.Request, id Identity) error {
-	if r.PathValue("dlg") != id.DelegationID {
-		return &apiError{code: http.StatusForbidden, msg: "the delegation id asked is not yours"}
-	}
-	writeFTS(w, http.StatusOK, nil)
-	return nil
-}
-
 // admin refuses what only administrators may do.
 func admin(id Identity, what string) error {
 	if id.Admin {
@@ -352,10 +341,4 @@ func (s *Service) ftsDeleteSEConfig(w http.ResponseWriter, r *http.Request, id I
 	s.refreshBans(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// GET /delegation/{id}/request, PUT /delegation/{id}/credential: X.509
-// proxy delegation, which the service does not take.
-func (s *Service) ftsNoDelegation(_ http.ResponseWriter, _ *http.Request, _ Identity) error {
-	return badRequest("credential delegation is not supported: jobs move with the tokens they carry (source_tokens, destination_tokens; fts-rest-transfer-submit --fts-access-token with --src-access-token and --dst-access-token) or the service's own credentials")
 }

@@ -75,8 +75,11 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 
 // httpStatus is a status as FTS3 writes it in its answers ("200 Ok").
 func httpStatus(code int) string {
-	if code == http.StatusOK {
+	switch code {
+	case http.StatusOK:
 		return "200 Ok"
+	case statusAuthenticationTimeout:
+		return "419 Authentication Timeout"
 	}
 	return fmt.Sprintf("%d %s", code, http.StatusText(code))
 }

@@ -56,6 +56,11 @@ type Options struct {
 	// Metrics, when set, count jobs, attempts and bytes and show the
 	// links' queues, limits and the optimizer's decisions.
 	Metrics *metrics.Transfer
+	// VerifyCert verifies the proxies users delegate (as the API's
+	// authentication verifies certificates); nil: none is taken.
+	VerifyCert CertVerifier
+	// Delegation bounds the delegations pending.
+	Delegation DelegationOptions
 }
 
 // Service is one instance of the transfer service.
@@ -83,6 +88,8 @@ type Service struct {
 	// as the scheduler last read them (for choosing among sources).
 	storages atomic.Pointer[storages]
 	loads    atomic.Pointer[[]store.LinkLoad]
+	// dlg is the delegated proxies' state (delegation.go, delegated.go).
+	dlg delegations
 }
 
 // flight is a file being moved by this instance.
@@ -118,7 +125,11 @@ func New(o Options) (*Service, error) {
 		_, _ = rand.Read(b)
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
-	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1)}
+	aead, err := newAEAD(o.Delegation.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: %w", err)
+	}
+	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1), dlg: newDelegations(aead)}
 	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log, o.Metrics)
 	return s, nil
 }
@@ -145,7 +156,7 @@ func (s *Service) start(ctx context.Context, f store.File) {
 		defer s.wg.Done()
 		defer cancel(nil)
 		acc := s.startRecord(f, fl.prog)
-		a := s.move(fctx, f, p, fl.prog)
+		a := s.attempt(fctx, f, p, fl.prog)
 		endRecord(acc, a)
 		s.finish(f, p, a, fl)
 	}()

@@ -105,6 +105,10 @@ type Params struct {
 	// its parallel streams (0: the service's choice).
 	Timeout int `json:"timeout,omitempty"`
 	Streams int `json:"nostreams,omitempty"`
+	// DelegationID and DelegationDN name the X.509 proxy the job's files
+	// move with (a certificate user's delegation); "": none.
+	DelegationID string `json:"delegation_id,omitempty"`
+	DelegationDN string `json:"delegation_dn,omitempty"`
 }
 
 // Job is a submitted job as stored.

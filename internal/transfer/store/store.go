@@ -153,6 +153,8 @@ type Store interface {
 	Decide(ctx context.Context, d Decision) error
 	Decisions(ctx context.Context, link string, limit int) ([]Decision, error)
 
+	Delegations
+
 	Close() error
 }
 

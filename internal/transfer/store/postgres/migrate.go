@@ -142,6 +142,30 @@ CREATE TABLE se_config (
 	operations json NOT NULL
 );
 `, fn: backfillStorages},
+	// 3: X.509 proxy delegation: pending certificate requests and the
+	// delegated proxies, with their private keys (secrets).
+	{sql: `
+CREATE TABLE delegation_requests (
+	dlg_id   text COLLATE "C" NOT NULL,
+	dn       text COLLATE "C" NOT NULL,
+	request  text        NOT NULL,
+	priv_key text        NOT NULL,
+	created  timestamptz NOT NULL,
+	PRIMARY KEY (dlg_id, dn)
+);
+CREATE INDEX delegation_requests_created ON delegation_requests (created);
+CREATE TABLE credentials (
+	dlg_id   text COLLATE "C" NOT NULL,
+	dn       text COLLATE "C" NOT NULL,
+	chain    text        NOT NULL,
+	priv_key text        NOT NULL,
+	fqans    text        NOT NULL,
+	expires  timestamptz NOT NULL,
+	stored   timestamptz NOT NULL,
+	PRIMARY KEY (dlg_id, dn)
+);
+CREATE INDEX credentials_expires ON credentials (expires);
+`},
 }
 
 // migration is one step of the schema: SQL, then a Go step (nil: none)

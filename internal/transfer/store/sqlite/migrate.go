@@ -145,6 +145,30 @@ CREATE TABLE se_config (
 	operations TEXT NOT NULL  -- JSON object
 );
 `, fn: backfillStorages},
+	// 3: X.509 proxy delegation: pending certificate requests and the
+	// delegated proxies, with their private keys (secrets).
+	{sql: `
+CREATE TABLE delegation_requests (
+	dlg_id   TEXT NOT NULL,
+	dn       TEXT NOT NULL,
+	request  TEXT NOT NULL,
+	priv_key TEXT NOT NULL, -- a secret
+	created  TEXT NOT NULL,
+	PRIMARY KEY (dlg_id, dn)
+);
+CREATE INDEX delegation_requests_created ON delegation_requests (created);
+CREATE TABLE credentials (
+	dlg_id   TEXT NOT NULL,
+	dn       TEXT NOT NULL,
+	chain    TEXT NOT NULL,
+	priv_key TEXT NOT NULL, -- a secret
+	fqans    TEXT NOT NULL, -- one a line
+	expires  TEXT NOT NULL,
+	stored   TEXT NOT NULL,
+	PRIMARY KEY (dlg_id, dn)
+);
+CREATE INDEX credentials_expires ON credentials (expires);
+`},
 }
 
 // backfillStorages sets the storages of the files and jobs stored before

@@ -88,8 +88,8 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatalf("Open of a newer database: %v", err)
 	}
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != 3 {
-		t.Fatalf("schema_version rows %d, %v; want 3 (two migrations and 999)", n, err)
+	if err := db.QueryRow(`SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("schema_version rows %d, %v; want 4 (three migrations and 999)", n, err)
 	}
 }
 

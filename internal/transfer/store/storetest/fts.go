@@ -28,6 +28,7 @@ var ftsTests = []struct {
 	{"Overdue", testOverdue},
 	{"SEConfig", testSEConfig},
 	{"ListJobsFTS", testListJobsFTS},
+	{"Delegation", testDelegation},
 }
 
 // hop is a file of one source from host a to host b.
