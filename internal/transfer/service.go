@@ -8,6 +8,13 @@
 // checksum verification (worker.go); an optimizer per link decides how
 // many transfers the link carries (optimizer.go).
 //
+// Instances die: a file held by a dead one is taken over when its lease
+// runs out, by another instance on PostgreSQL or by the same one
+// restarted on SQLite. A retry that finds its destination already there
+// and the same as the source (an earlier attempt's copy whose end was
+// never recorded) is FINISHED and says so; a first attempt keeps FTS3's
+// rule for an existing destination (worker.go, foundMessage, says why).
+//
 // Written here rather than taken from a library: no Go library does
 // FTS's job; the pieces underneath (SQL drivers, the copy engine) are
 // libraries or wanda's own.
@@ -146,10 +153,19 @@ func (s *Service) start(ctx context.Context, f store.File) {
 		defer cancel(nil)
 		acc := s.startRecord(f, fl.prog)
 		a := s.move(fctx, f, p, fl.prog)
+		if testHookMoved != nil {
+			testHookMoved(f, a)
+		}
 		endRecord(acc, a)
 		s.finish(f, p, a, fl)
 	}()
 }
+
+// testHookMoved, when set by a test, runs between the end of an attempt
+// (the copy done, or failed) and its record in the store: the window in
+// which a killed instance leaves a whole destination and a file still
+// ACTIVE under its lease.
+var testHookMoved func(store.File, store.Attempt)
 
 // Kick asks the scheduler to run at once.
 func (s *Service) Kick() {
