@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,19 @@ type Options struct {
 	Store store.Store
 	// Client moves the files (its credentials are the service's).
 	Client *client.Client
-	// Owner names this instance in leases (default host:pid:random).
+	// Owner names this instance in leases (default host:pid:random, or
+	// Instance/pid:random).
 	Owner string
+	// Instance, when set, names this instance across its restarts (wanda
+	// transfer serve: the host and the --listen address, which no other
+	// live process on the host can hold). Its owner names begin with
+	// Instance+"/", and when it starts it takes back at once the files
+	// owners under that prefix hold (store.TakeBack): earlier runs of
+	// it, dead, whose files would otherwise wait for their leases to run
+	// out. Two live instances under one name would take each other's
+	// files (each stops what it loses, as after an expiry): a name must
+	// be one instance's.
+	Instance string
 	// Lease is how long a claimed file stays this instance's without a
 	// renewal (default 30 s); Tick how often the scheduler runs (1 s).
 	Lease, Tick time.Duration
@@ -124,6 +136,12 @@ func New(o Options) (*Service, error) {
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+		if o.Instance != "" {
+			o.Owner = fmt.Sprintf("%s/%d:%s", o.Instance, os.Getpid(), hex.EncodeToString(b))
+		}
+	}
+	if o.Instance != "" && !strings.HasPrefix(o.Owner, o.Instance+"/") {
+		return nil, fmt.Errorf("transfer: owner %q is not under instance %q", o.Owner, o.Instance)
 	}
 	s := &Service{o: o, st: o.Store, owner: o.Owner, log: o.Log, inflight: map[store.FileKey]*flight{}, kick: make(chan struct{}, 1)}
 	s.opt = newOptimizer(o.Optimizer, o.Store, o.Log, o.Metrics)

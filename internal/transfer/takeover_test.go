@@ -193,3 +193,48 @@ func TestKilledBeforeRecordPostgres(t *testing.T) {
 		t.Errorf("the file was not taken over (no expired lease among its attempts): %+v", fr.Attempts)
 	}
 }
+
+// An instance killed between a copy's end and its record, started again
+// on its address, takes its earlier run's file back at once (the same
+// host and address: that run is dead), not after the 30 s lease, and
+// finds the copy complete.
+func TestRestartTakesBack(t *testing.T) {
+	s := startSlowSites(t, 3, 1<<20, 400e6)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "transfer.db")
+	args := func(listen string) []string {
+		return []string{"transfer", "serve", "--listen", listen, "--db", db, "--log-format", "json",
+			"--lease", "30s", "--max-active", "1", "--optimizer-interval", "200ms", "--allow", "127.0.0.0/8"}
+	}
+	a := testproc.StartProcess(t, append(os.Environ(), killAfterCopyEnv+"=1"), args("127.0.0.1:0")...)
+	id := apiSubmit(t, a.URL, s.request("take-back"))
+	select {
+	case <-a.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the instance did not kill itself after its first copy")
+	}
+	t0 := time.Now()
+	b := testproc.StartProcess(t, nil, args(a.Addr)...) // the same address: the same instance
+	waitAPI(t, 20*time.Second, "the job to end before the lease would have run out", func() bool { return apiJob(t, b.URL, id).State.Final() })
+	if d := time.Since(t0); d >= 30*time.Second {
+		t.Fatalf("the job ended %v after the restart: the lease ran out first", d)
+	}
+	fr := jobFiles(t, b.URL, id)
+	found := 0
+	for _, f := range fr.Files {
+		if f.State != store.FileFinished {
+			t.Errorf("%s: %s (%s)", f.Destination, f.State, f.Reason)
+		}
+		if f.Mode == "found" {
+			found++
+		}
+	}
+	taken := 0
+	for _, at := range fr.Attempts {
+		if at.ErrorClass == store.ClassLeaseExpired && strings.Contains(at.Message, "taken back when it started again") {
+			taken++
+		}
+	}
+	if found != 1 || taken != 1 || s.consistent(t) != len(s.files) {
+		t.Errorf("%d files found complete, %d taken back (want 1 and 1): %+v", found, taken, fr.Attempts)
+	}
+}

@@ -1,6 +1,7 @@
 // Package pgtest starts a throw-away PostgreSQL server for a test: the
 // postgres store's tests and the transfer service's run against a real
 // server, as the project's tests do with every peer, never against a mock.
+// `wanda bench transfers` starts one the same way (Launch).
 //
 // The server is the distribution's (Debian's postgresql: initdb, postgres
 // and pg_ctl, found on PATH or under /usr/lib/postgresql/*/bin). It runs
@@ -50,37 +51,64 @@ const startTimeout = 2 * time.Minute
 // server stops and its files are removed when t ends.
 func Start(t testing.TB) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	dsn, stop, err := Launch(ctx)
+	if errors.Is(err, ErrMissing) {
+		missing(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Logf("pgtest: %v", err)
+		}
+	})
+	return dsn
+}
+
+// ErrMissing: PostgreSQL is not installed, or cannot be run here.
+var ErrMissing = errors.New("PostgreSQL missing")
+
+// Launch is Start for a program that is not a test (wanda bench): it
+// starts a server in a fresh temporary directory and returns the DSN of
+// an empty database on it, and stop, which stops the server and removes
+// its files. An error wrapping ErrMissing says PostgreSQL is not
+// installed (or cannot run as root here).
+func Launch(ctx context.Context) (dsn string, stop func() error, err error) {
 	bin, err := binDir()
 	if err != nil {
-		missing(t, err.Error())
+		return "", nil, fmt.Errorf("%w: %w", ErrMissing, err)
 	}
 	acct, err := runAs()
 	if err != nil {
-		missing(t, err.Error())
+		return "", nil, fmt.Errorf("%w: %w", ErrMissing, err)
 	}
 	dir, err := os.MkdirTemp("", "wanda-pgtest-")
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	fail := func(err error) (string, func() error, error) {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
 	if err := acct.reach(dir); err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	password := rand.Text()
 	pwfile := filepath.Join(dir, "pwfile")
 	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	if err := acct.own(dir, pwfile); err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
 	initdb := acct.command(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "wanda", "--pwfile", pwfile,
 		"--auth", "scram-sha-256", "--encoding", "UTF8", "--locale", "C", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
 	os.Remove(pwfile)
 
@@ -91,17 +119,25 @@ func Start(t testing.TB) string {
 			break
 		}
 		if !errors.Is(err, errPortTaken) || try == 4 {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
-	t.Cleanup(func() { srv.stop(t) })
-	dsn := (&url.URL{Scheme: "postgres", User: url.UserPassword("wanda", password),
+	stop = func() error {
+		defer os.RemoveAll(dir)
+		return srv.stop()
+	}
+	dsn = (&url.URL{Scheme: "postgres", User: url.UserPassword("wanda", password),
 		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.port)), Path: "/postgres",
 		RawQuery: "sslmode=disable"}).String()
 	if err := srv.ready(ctx, dsn); err != nil {
-		t.Fatal(err)
+		_ = stop()
+		return "", nil, err
 	}
-	return createDB(t, dsn, "wanda")
+	if dsn, err = CreateDatabase(ctx, dsn, "wanda"); err != nil {
+		_ = stop()
+		return "", nil, err
+	}
+	return dsn, stop, nil
 }
 
 // NewDatabase creates an empty database on the server of dsn (one from
@@ -109,34 +145,39 @@ func Start(t testing.TB) string {
 // one server. The database lives as long as the server.
 func NewDatabase(t testing.TB, dsn string) string {
 	t.Helper()
-	return createDB(t, dsn, fmt.Sprintf("test_%d", dbSeq.Add(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := CreateDatabase(ctx, dsn, fmt.Sprintf("test_%d", dbSeq.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 var dbSeq atomic.Int64
 
 var dbName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-func createDB(t testing.TB, dsn, name string) string {
-	t.Helper()
+// CreateDatabase creates the empty database name on the server of dsn
+// (one from Start or Launch) and returns its DSN.
+func CreateDatabase(ctx context.Context, dsn, name string) (string, error) {
 	if !dbName.MatchString(name) {
-		t.Fatalf("pgtest: database name %q", name)
+		return "", fmt.Errorf("pgtest: database name %q", name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
+		return "", fmt.Errorf("pgtest: connect: %w", err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("pgtest: the server's DSN does not parse") // the DSN holds the password: not in messages
+		return "", errors.New("pgtest: the server's DSN does not parse") // the DSN holds the password: not in messages
 	}
 	u.Path = "/" + name
-	return u.String()
+	return u.String(), nil
 }
 
 // missing skips t because a prerequisite is missing, or fails it under CI.
@@ -347,12 +388,12 @@ func (s *server) ready(ctx context.Context, dsn string) error {
 
 // stop stops the server at once (pg_ctl stop -m immediate) and waits
 // for it to exit; it kills it if that fails.
-func (s *server) stop(t testing.TB) {
+func (s *server) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	out, err := s.acct.command(ctx, filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.data, "-m", "immediate", "-w").CombinedOutput()
-	if err != nil {
-		t.Logf("pgtest: pg_ctl stop: %v: %s", err, out)
+	var err error
+	if out, perr := s.acct.command(ctx, filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.data, "-m", "immediate", "-w").CombinedOutput(); perr != nil {
+		err = fmt.Errorf("pg_ctl stop: %v: %s", perr, out)
 		s.kill()
 	}
 	select {
@@ -361,6 +402,7 @@ func (s *server) stop(t testing.TB) {
 		s.kill()
 		<-s.exited
 	}
+	return err
 }
 
 // kill kills the server's process.
