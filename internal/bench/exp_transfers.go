@@ -441,6 +441,9 @@ func (e *transfersEnv) link(ctx context.Context) (limit, active int) {
 }
 
 func transfersSummary(rows []Row) string {
+	if !slices.ContainsFunc(rows, func(row Row) bool { return row.Get("kind") == "phase" }) {
+		return "" // the cluster phase alone
+	}
 	var b strings.Builder
 	b.WriteString("| phase | files | finished | MB | seconds | ideal s | of the ideal | goal | CPU ms per file: source / destination / service / relay | CPU floor s |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {

@@ -307,11 +307,11 @@ func (c *clusterEnv) run(ctx context.Context, run clusterRun) error {
 			return context.Cause(ctx)
 		case <-poll.C:
 		case now := <-sample.C:
-			var fin int
-			if err := db.QueryRow(ctx, `SELECT count(*) FROM files WHERE state = 'FINISHED'`).Scan(&fin); err != nil {
+			var fin, active int
+			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*) FILTER (WHERE state = 'ACTIVE') FROM files`).Scan(&fin, &active); err != nil {
 				return err
 			}
-			r.Row("kind", "cluster-sample", "run", run.String(), "t_s", netRound(now.Sub(t0).Seconds(), 1), "finished", fin)
+			r.Row("kind", "cluster-sample", "run", run.String(), "t_s", netRound(now.Sub(t0).Seconds(), 1), "finished", fin, "active", active)
 		}
 	}
 	secs := time.Since(t0).Seconds()
