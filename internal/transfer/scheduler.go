@@ -50,6 +50,7 @@ func (s *Service) Run(ctx context.Context) error {
 	<-gap.C
 	pending, last := false, time.Time{}
 	s.takeBack(ctx)
+	s.opt.resume(ctx, s.now())
 	s.schedule(ctx, true)
 	for {
 		select {
