@@ -19,13 +19,13 @@ import (
 
 	"github.com/wanda-fed/wanda/internal/transfer"
 	"github.com/wanda-fed/wanda/internal/transfer/store"
-	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtest"
+	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtemp"
 	"github.com/wanda-fed/wanda/internal/xrdpeer"
 )
 
 // The transfers experiment's cluster phase (issue 29): `wanda transfer
 // serve` instances, real processes of this binary, share one PostgreSQL
-// (the distribution's, started as the tests start it: pgtest.Launch) and
+// (the distribution's, started as the tests start it: pgtemp.Launch) and
 // move cluster_small small files and cluster_large large ones at once
 // from the source behind the relay to the destination. The same work is
 // run with each of cluster_instances instances without kills (the claim
@@ -90,8 +90,8 @@ func (e *transfersEnv) clusterPhase(ctx context.Context) error {
 	if slices.Min(instances) < 1 || c.killEvery <= 0 {
 		return fmt.Errorf("cluster_instances %v, kill_every %v: want instances >= 1, a period > 0: %w", instances, c.killEvery, ErrUsage)
 	}
-	dsn, stop, err := pgtest.Launch(ctx)
-	if errors.Is(err, pgtest.ErrMissing) {
+	dsn, stop, err := pgtemp.Launch(ctx)
+	if errors.Is(err, pgtemp.ErrMissing) {
 		r.Note("cluster phase skipped: %v", err)
 		return nil
 	}
@@ -236,7 +236,7 @@ type instance struct {
 func (c *clusterEnv) run(ctx context.Context, run clusterRun) error {
 	r := c.r
 	r.Step("cluster: "+run.String(), run.n+1, c.nruns)
-	dsn, err := pgtest.CreateDatabase(ctx, c.dsn, fmt.Sprintf("cluster%d", run.n))
+	dsn, err := pgtemp.CreateDatabase(ctx, c.dsn, fmt.Sprintf("cluster%d", run.n))
 	if err != nil {
 		return err
 	}
