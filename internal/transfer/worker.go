@@ -206,8 +206,10 @@ const modeFound = "found"
 // An attempt ends in two steps: the copy, then the store's record of
 // it. An instance killed between the two (or a store out of reach
 // then, or a shutdown's cancel that raced the copy's end) leaves a
-// whole destination and an ACTIVE file; its lease runs out and another
-// instance, or this one restarted on the same SQLite file, tries again.
+// whole destination and an ACTIVE file; the instance started again on
+// its address takes the file back (Options.Instance), or its lease runs
+// out and another instance, or this one restarted elsewhere on the same
+// SQLite file, takes it over; either tries again.
 // Without overwrite, that retry met its own copy and failed the file
 // ("destination exists"): 6 files of 2,000 in one run in three, with an
 // instance killed every 2-4 s (issue 29). So a retry whose destination

@@ -32,8 +32,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// InstallHint is what to install for the server.
-const InstallHint = "apt-get install postgresql"
+// installHint is what to install for the server.
+const installHint = "apt-get install postgresql"
 
 // StartTimeout bounds initdb, and the server's start and stop.
 const StartTimeout = 2 * time.Minute
@@ -155,7 +155,7 @@ func binDir() (string, error) {
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("PostgreSQL's initdb, postgres and pg_ctl not found (%s)", InstallHint)
+		return "", fmt.Errorf("PostgreSQL's initdb, postgres and pg_ctl not found (%s)", installHint)
 	}
 	return best, nil
 }
