@@ -265,13 +265,10 @@ func (c *clusterEnv) run(ctx context.Context, run clusterRun) error {
 	}()
 
 	t0 := time.Now()
-	var ids []string
 	for _, j := range c.jobs(run) {
-		id, err := submitJob(ctx, insts[0].p.URL, j)
-		if err != nil {
+		if _, err := submitJob(ctx, insts[0].p.URL, j); err != nil {
 			return err
 		}
-		ids = append(ids, id)
 	}
 	submitted := time.Since(t0)
 	kills, restart := 0, time.Duration(0)
