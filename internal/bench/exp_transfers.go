@@ -26,7 +26,7 @@ func init() {
 	Register(&Experiment{
 		Name:  "transfers",
 		Seed:  "001",
-		Title: "the transfer service between two sites over a WAN: many small files, a few large ones, a source down for a while (issue 16); the small files again through wanda's command line and FTS3's API as Rucio uses it (issue 27)",
+		Title: "the transfer service between two sites over a WAN: many small files, a few large ones, a source down for a while (issue 16); the small files again through wanda's command line and FTS3's API as Rucio uses it (issue 27); three instances on one PostgreSQL, one killed and started again every 10 s (issue 29)",
 		Doc: `A ` + "`wanda transfer serve`" + ` instance (SQLite) moves files from a source site, behind a ` +
 			"`wanda wan`" + ` relay (RTT, a rate shared by all connections, a window per connection), to a ` +
 			`destination site, by third-party copy (the destination pulls). Two phases, each submitted as jobs ` +
@@ -37,7 +37,11 @@ func init() {
 			`second. Large files are hard links of one random file (page-cached at the source; the destination ` +
 			`writes them all to disk); the small files land on tmpfs by default, and the disk's own rate for ` +
 			`small files is measured beside. The CPU time of each process per file gives the CPU floor: the ` +
-			`phase's CPU over the machine's cores.`,
+			`phase's CPU over the machine's cores. The cluster phase (exp_transfers_cluster.go) runs several ` +
+			`instances on one PostgreSQL over the same path, small and large files at once, without kills and ` +
+			`with one instance SIGKILLed and started again every kill_every: every file FINISHED with the ` +
+			`source's size and adler32 at the destination, no false failure, the run with kills within 1.3x of ` +
+			`the run without, and the claim rate of 1, 2 and 3 instances.`,
 		Params: []Param{
 			{Name: "rtt", Help: "round-trip time of the relay", Default: "50ms"},
 			{Name: "rate", Help: "link rate of the relay, shared", Default: "1Gbit"},
@@ -52,6 +56,14 @@ func init() {
 			{Name: "rounds", Help: "rounds of the API phases (each: wanda transfer submit and FTS3's API, alternating which goes first)", Default: "3", Quick: "1"},
 			{Name: "poll", Help: "how often the FTS3 path's bulk queries ask for the open jobs' files (Rucio's poller: jobs not updated for 60 s)", Default: "5s"},
 			{Name: "small_dest", Help: "where the destination writes the small files: tmpfs (/dev/shm; the disk's own small-file rate is measured beside) or disk", Default: "tmpfs"},
+			{Name: "phases", Help: "the phases to run: small (the small files), api (them again through the command line and FTS3's API), large (the large files, the source down), cluster (several instances on PostgreSQL, one killed now and then)", Default: "small api large cluster"},
+			{Name: "cluster_small", Help: "cluster phase: number of small files (of small_size)", Default: "20000", Quick: "300"},
+			{Name: "cluster_large", Help: "cluster phase: number of large files", Default: "20", Quick: "2"},
+			{Name: "cluster_large_size", Help: "cluster phase: size of a large file (a copy cut by a kill starts again from nothing: one must take well under an instance's life, instances x kill_every)", Default: "64MiB", Quick: "8MiB"},
+			{Name: "cluster_instances", Help: "cluster phase: the instance counts run without kills (the claim rate of each; the largest is also run with kills)", Default: "3 1 2"},
+			{Name: "kill_every", Help: "cluster phase: one instance is SIGKILLed and started again this often (in turn)", Default: "10s", Quick: "1s"},
+			{Name: "lease", Help: "cluster phase: the instances' --lease (another instance takes a dead one's files over after it)", Default: "30s"},
+			{Name: "restart_takeback", Help: "cluster phase: an instance started again on its address takes its earlier life's files back at once (false: they wait for their lease)", Default: "true"},
 		},
 		Run: runTransfers,
 	})
@@ -68,6 +80,7 @@ type transfersEnv struct {
 	relayURL  string
 	rl        *wan.Relay
 	dst, svc  string
+	fast      string // the destination's directory for small files (/fast)
 	dstP      *childProc
 	svcP      *childProc
 	cfg       wan.Config
@@ -98,7 +111,21 @@ func runTransfers(ctx context.Context, r *Run) error {
 	}
 	small, smallSize := r.Int("small"), r.Size("small_size")
 	large, largeSize := r.Int("large"), r.Size("large_size")
-	if err := transfersFiles(e.data, small, smallSize, large, largeSize); err != nil {
+	phases := map[string]bool{}
+	for _, p := range fields(r.Str("phases")) {
+		if p != "small" && p != "api" && p != "large" && p != "cluster" {
+			return fmt.Errorf("phases: %q: want small, api, large or cluster: %w", p, ErrUsage)
+		}
+		phases[p] = true
+	}
+	smallFiles, largeFiles := small, large
+	if !phases["small"] && !phases["api"] {
+		smallFiles = 0
+	}
+	if !phases["large"] {
+		largeFiles = 0
+	}
+	if err := transfersFiles(e.data, smallFiles, smallSize, largeFiles, largeSize); err != nil {
 		return err
 	}
 	port, err := xrdpeer.FreePort()
@@ -118,6 +145,7 @@ func runTransfers(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
+	e.fast = fast
 	dst, err := r.startChild(ctx, "wanda-destination", "serving", "server", "--export", "/out="+e.out, "--export", "/fast="+fast,
 		"--listen", "127.0.0.1:0", "--log-format", "json", "--tpc-allow", "127.0.0.0/8")
 	if err != nil {
@@ -143,24 +171,40 @@ func runTransfers(ctx context.Context, r *Run) error {
 		req.Params = store.Params{Retry: 5, RetryDelay: 1}
 		jobs = append(jobs, req)
 	}
-	if err := e.phase(ctx, "small files", e.apiPath(), jobs, int64(small)*smallSize, 0); err != nil {
-		return err
+	if phases["small"] {
+		if err := e.phase(ctx, "small files", e.apiPath(), jobs, int64(small)*smallSize, 0); err != nil {
+			return err
+		}
 	}
-	if err := e.pathPhases(ctx, small, smallSize); err != nil {
-		return err
+	if phases["api"] {
+		if err := e.pathPhases(ctx, small, smallSize); err != nil {
+			return err
+		}
 	}
-	if err := e.diskCeiling(min(small, 2000), smallSize); err != nil {
-		return err
+	if phases["small"] {
+		if err := e.diskCeiling(min(small, 2000), smallSize); err != nil {
+			return err
+		}
 	}
 	var big transfer.SubmitRequest
 	for k := range large {
 		big.Files = append(big.Files, e.file("large", k))
 	}
 	big.Params = store.Params{Retry: 20, RetryDelay: 2}
-	if err := e.phase(ctx, "large files", e.apiPath(), []transfer.SubmitRequest{big}, int64(large)*largeSize, r.Duration("down")); err != nil {
-		return err
+	if phases["large"] {
+		if err := e.phase(ctx, "large files", e.apiPath(), []transfer.SubmitRequest{big}, int64(large)*largeSize, r.Duration("down")); err != nil {
+			return err
+		}
 	}
-	r.Summary(transfersSummary(r.Rows()) + transfersAPISummary(r.Rows()))
+	if phases["cluster"] {
+		if err := e.clusterPhase(ctx); err != nil {
+			return err
+		}
+	}
+	r.Summary(transfersSummary(r.Rows()) + transfersAPISummary(r.Rows()) + clusterSummary(r.Rows()))
+	if !phases["small"] && !phases["api"] && !phases["large"] {
+		return nil // the cluster phase alone: its own plot
+	}
 	r.SeedTable(transfersSeed(e.cfg.RTT, small, smallSize, netLinkMBs(e.cfg)))
 	r.Plot(PlotSpec{Name: "transfers-rate", Title: "link rate (MB/s) over time", X: "t_s", Y: "rate_mb_s", Group: []string{"phase"},
 		XLabel: "seconds since the phase's first submission", YLabel: "MB/s", Where: func(row Row) bool { return row.Get("kind") == "sample" }})
@@ -179,6 +223,9 @@ func transfersFiles(data string, small int, smallSize int64, large int, largeSiz
 		if err := os.WriteFile(filepath.Join(data, "small", fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
 			return err
 		}
+	}
+	if large <= 0 {
+		return nil
 	}
 	one := filepath.Join(data, "large", "f00")
 	if err := netRandomFile(one, largeSize); err != nil {
@@ -307,8 +354,13 @@ func (e *transfersEnv) phase(ctx context.Context, name string, path transfersPat
 }
 
 func (e *transfersEnv) submit(ctx context.Context, req transfer.SubmitRequest) (string, error) {
+	return submitJob(ctx, e.svc, req)
+}
+
+// submitJob submits req to the service at base and returns the job's id.
+func submitJob(ctx context.Context, base string, req transfer.SubmitRequest) (string, error) {
 	b, _ := json.Marshal(req)
-	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.svc+"/api/v1/jobs", bytes.NewReader(b))
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/jobs", bytes.NewReader(b))
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
@@ -389,6 +441,9 @@ func (e *transfersEnv) link(ctx context.Context) (limit, active int) {
 }
 
 func transfersSummary(rows []Row) string {
+	if !slices.ContainsFunc(rows, func(row Row) bool { return row.Get("kind") == "phase" }) {
+		return "" // the cluster phase alone
+	}
 	var b strings.Builder
 	b.WriteString("| phase | files | finished | MB | seconds | ideal s | of the ideal | goal | CPU ms per file: source / destination / service / relay | CPU floor s |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestTransfersQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	r, err := bench.Execute(ctx, e, bench.Options{Quick: true, Out: t.TempDir(), Set: map[string]string{
-		"small": "100", "large": "2", "large_size": "8MiB", "down": "1s"}})
+		"small": "100", "large": "2", "large_size": "8MiB", "down": "1s", "phases": "small api large"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,5 +46,39 @@ func TestTransfersQuick(t *testing.T) {
 	}
 	if phases != 4 || samples == 0 || !paths["wanda transfer submit"] || !paths["FTS3 API (Rucio's requests)"] {
 		t.Fatalf("%d phases (paths %v), %d samples", phases, paths, samples)
+	}
+}
+
+// TestTransfersClusterQuick runs the cluster phase on a few files: three
+// instances on one PostgreSQL without kills and with one killed every
+// 0.7 s, then one and two: every file FINISHED with the source's
+// bytes, no false failure, kills made, claims counted.
+func TestTransfersClusterQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cluster phase takes half a minute")
+	}
+	r, _ := executeQuick(t, "transfers", 5*time.Minute, map[string]string{"phases": "cluster", "cluster_small": "1500", "cluster_large_size": "8MiB", "kill_every": "700ms"})
+	runs, killed := 0, false
+	for _, row := range r.Rows() {
+		if row.Get("kind") != "cluster" {
+			continue
+		}
+		for _, n := range r.Notes() {
+			if strings.Contains(n, "cluster phase skipped") {
+				t.Skip(n)
+			}
+		}
+		runs++
+		files := rowNum(t, row, "files")
+		if rowNum(t, row, "finished") != files || rowNum(t, row, "right_bytes") != files || rowNum(t, row, "false_failures") != 0 {
+			t.Errorf("%v: %v", row.Get("run"), row.Vals)
+		}
+		if rowNum(t, row, "claims") < files || rowNum(t, row, "claims_per_s") <= 0 {
+			t.Errorf("%v: claims %v, %v/s", row.Get("run"), row.Get("claims"), row.Get("claims_per_s"))
+		}
+		killed = killed || rowNum(t, row, "kills") > 0
+	}
+	if runs != 4 || !killed {
+		t.Fatalf("%d runs (want 4), kills made: %v", runs, killed)
 	}
 }

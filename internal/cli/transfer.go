@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -45,7 +46,7 @@ func newTransferServeCmd() *cobra.Command {
 		listen, db, logLevel, logFormat string
 		allow, tokenHosts, admins       []string
 		delegationKey                   string
-		uiAnonymous                     bool
+		uiAnonymous, takeBack           bool
 		o                               transfer.Options
 		cf                              clientFlags
 		af                              authFlags
@@ -70,15 +71,20 @@ func newTransferServeCmd() *cobra.Command {
 				return err
 			}
 			log := app.NewLogger(config.Log{Level: logLevel, Format: logFormat}, cmd.ErrOrStderr())
-			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, TLS: tls, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc, Admins: admins, DelegationKey: delegationKey}, log, prometheus.NewRegistry())
-			if err != nil {
-				return err
-			}
-			defer t.Close()
+			// Listening first: the address held names the instance.
 			ln, err := app.Listen(listen)
 			if err != nil {
 				return err
 			}
+			if takeBack {
+				o.Instance = transferInstance(ln.Addr())
+			}
+			t, err := app.NewTransfer(cmd.Context(), app.TransferOptions{DB: db, Client: c, Service: o, Auth: ac, TLS: tls, Allow: allow, TokenHosts: tokenHosts, UIAnonymous: uiAnonymous, Records: rc, Admins: admins, DelegationKey: delegationKey}, log, prometheus.NewRegistry())
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer t.Close()
 			return t.Serve(cmd.Context(), ln)
 		},
 	}
@@ -88,6 +94,7 @@ func newTransferServeCmd() *cobra.Command {
 	f.IntVar(&o.MaxActive, "max-active", 64, "transfers this instance runs at once")
 	f.IntVar(&o.Streams, "streams", 0, "streams per file (0: from the size)")
 	f.DurationVar(&o.Lease, "lease", 30*time.Second, "how long a file stays this instance's without a renewal (another instance takes it over after)")
+	f.BoolVar(&takeBack, "restart-takeback", true, "when started again on the same host and address (a fixed --listen port), take back at once the files this instance held when it stopped (killed, crashed), rather than wait for their leases")
 	f.IntVar(&o.Optimizer.Min, "link-min", 2, "least active transfers per link")
 	f.IntVar(&o.Optimizer.Max, "link-max", 50, "most active transfers per link")
 	f.DurationVar(&o.Optimizer.Interval, "optimizer-interval", 10*time.Second, "how often a busy link's limit is reconsidered")
@@ -102,6 +109,19 @@ func newTransferServeCmd() *cobra.Command {
 	af.add(cmd)
 	rf.add(cmd)
 	return cmd
+}
+
+// transferInstance names a `transfer serve` across its restarts: the
+// host and the address it listens on, which no other live process on
+// the host can hold while it does (so an owner under the same name is
+// an earlier, dead, run; one whose port the system chose is named too,
+// and taken back only by a run started again on that port).
+func transferInstance(addr net.Addr) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return ""
+	}
+	return host + "/" + addr.String()
 }
 
 // apiFlags are the client verbs' server and credentials.

@@ -161,6 +161,9 @@ func (p *Process) RSS() int64 {
 	return 0
 }
 
+// Done is closed when the process has exited (killed, or by itself).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *Process) Kill(t testing.TB) {
 	t.Helper()

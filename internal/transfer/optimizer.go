@@ -89,6 +89,39 @@ func (p *optimizer) state(link string, now time.Time) *linkState {
 	return ls
 }
 
+// resumeWithin is how recent a link's last recorded decision must be
+// for resume to start the link there.
+const resumeWithin = 10 * time.Minute
+
+// resume starts each link at its latest recorded limit, whichever
+// instance decided it (the store is shared), when that was less than
+// resumeWithin ago; the others start at Start. An instance started
+// again (or a new one beside others) carries on where the link was, as
+// FTS3's optimizer does from its table. Starting at Start instead, a
+// restarted instance crawled back up from --link-min while its files
+// queued: the limit bounds the link's active transfers across all
+// instances, so with others' (or a dead run's) transfers filling it,
+// the new one claimed nothing, measured nothing, and held (issue 29's
+// cluster phase, kills every 10 s: the last 20 large files crept through
+// at two or three at a time).
+func (p *optimizer) resume(ctx context.Context, now time.Time) {
+	ds, err := p.st.Decisions(ctx, "", 1000)
+	if err != nil {
+		p.log.Warn("reading the links' last decisions (links start at --link-min)", "err", err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range ds { // newest first
+		if _, seen := p.links[d.Link]; seen || now.Sub(d.Time) > resumeWithin {
+			continue
+		}
+		ls := p.state(d.Link, now)
+		ls.limit = min(max(d.Active, p.o.Min), p.o.Max)
+		ls.reason = fmt.Sprintf("resumed at the link's last decision (%s)", d.Time.Format(time.RFC3339))
+	}
+}
+
 // limit is a link's current limit of active transfers.
 func (p *optimizer) limit(link string) int {
 	p.mu.Lock()

@@ -22,7 +22,12 @@ import (
 	"github.com/wanda-fed/wanda/internal/wan"
 )
 
-func init() { testproc.RunIfChild() }
+func init() {
+	if os.Getenv(killAfterCopyEnv) != "" {
+		transfer.SetTestHookMoved(killAfterCopy)
+	}
+	testproc.RunIfChild()
+}
 
 // slowSites are two wanda sites, the source behind a slow link, and
 // files on it.

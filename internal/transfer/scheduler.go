@@ -49,6 +49,8 @@ func (s *Service) Run(ctx context.Context) error {
 	gap := time.NewTimer(0)
 	<-gap.C
 	pending, last := false, time.Time{}
+	s.takeBack(ctx)
+	s.opt.resume(ctx, s.now())
 	s.schedule(ctx, true)
 	for {
 		select {
@@ -76,6 +78,25 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-renew.C:
 			s.renew(ctx)
 		}
+	}
+}
+
+// takeBack gives back the files that this instance's earlier runs held
+// when they died (Options.Instance), so that they move again at once
+// rather than after their leases: a kill and a restart then cost the
+// restart and the copies cut short, not a lease (issue 29's cluster
+// phase: 30 s leases held a killed instance's share of the link's slots
+// for 30 s).
+func (s *Service) takeBack(ctx context.Context) {
+	if s.o.Instance == "" {
+		return
+	}
+	n, err := s.st.TakeBack(ctx, s.o.Instance+"/", s.owner, s.now())
+	switch {
+	case err != nil:
+		s.log.Warn("taking back the files of this instance's earlier runs (they wait for their leases)", "err", err)
+	case n > 0:
+		s.log.Info("took back the files this instance held when it last stopped", "files", n, "instance", s.o.Instance)
 	}
 }
 

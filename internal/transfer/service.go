@@ -8,6 +8,13 @@
 // checksum verification (worker.go); an optimizer per link decides how
 // many transfers the link carries (optimizer.go).
 //
+// Instances die: a file held by a dead one is taken over when its lease
+// runs out, by another instance on PostgreSQL or by the same one
+// restarted on SQLite. A retry that finds its destination already there
+// and the same as the source (an earlier attempt's copy whose end was
+// never recorded) is FINISHED and says so; a first attempt keeps FTS3's
+// rule for an existing destination (worker.go, foundMessage, says why).
+//
 // Written here rather than taken from a library: no Go library does
 // FTS's job; the pieces underneath (SQL drivers, the copy engine) are
 // libraries or wanda's own.
@@ -22,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +45,19 @@ type Options struct {
 	Store store.Store
 	// Client moves the files (its credentials are the service's).
 	Client *client.Client
-	// Owner names this instance in leases (default host:pid:random).
+	// Owner names this instance in leases (default host:pid:random, or
+	// Instance/pid:random).
 	Owner string
+	// Instance, when set, names this instance across its restarts (wanda
+	// transfer serve: the host and the --listen address, which no other
+	// live process on the host can hold). Its owner names begin with
+	// Instance+"/", and when it starts it takes back at once the files
+	// owners under that prefix hold (store.TakeBack): earlier runs of
+	// it, dead, whose files would otherwise wait for their leases to run
+	// out. Two live instances under one name would take each other's
+	// files (each stops what it loses, as after an expiry): a name must
+	// be one instance's.
+	Instance string
 	// Lease is how long a claimed file stays this instance's without a
 	// renewal (default 30 s); Tick how often the scheduler runs (1 s).
 	Lease, Tick time.Duration
@@ -124,6 +143,12 @@ func New(o Options) (*Service, error) {
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		o.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+		if o.Instance != "" {
+			o.Owner = fmt.Sprintf("%s/%d:%s", o.Instance, os.Getpid(), hex.EncodeToString(b))
+		}
+	}
+	if o.Instance != "" && !strings.HasPrefix(o.Owner, o.Instance+"/") {
+		return nil, fmt.Errorf("transfer: owner %q is not under instance %q", o.Owner, o.Instance)
 	}
 	aead, err := newAEAD(o.Delegation.SealKey)
 	if err != nil {
@@ -157,10 +182,19 @@ func (s *Service) start(ctx context.Context, f store.File) {
 		defer cancel(nil)
 		acc := s.startRecord(f, fl.prog)
 		a := s.attempt(fctx, f, p, fl.prog)
+		if testHookMoved != nil {
+			testHookMoved(f, a)
+		}
 		endRecord(acc, a)
 		s.finish(f, p, a, fl)
 	}()
 }
+
+// testHookMoved, when set by a test, runs between the end of an attempt
+// (the copy done, or failed) and its record in the store: the window in
+// which a killed instance leaves a whole destination and a file still
+// ACTIVE under its lease.
+var testHookMoved func(store.File, store.Attempt)
 
 // Kick asks the scheduler to run at once.
 func (s *Service) Kick() {

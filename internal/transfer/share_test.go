@@ -106,3 +106,45 @@ func TestPriorityAndFairShare(t *testing.T) {
 		t.Errorf("wanda_transfer_link_limit %v, want 2", got)
 	}
 }
+
+// A service that starts carries each link on at its latest recorded
+// limit, whichever instance decided it, unless that is old: an
+// instance started again does not crawl up from --link-min.
+func TestOptimizerResumes(t *testing.T) {
+	e := startEnv(t, nil) // its store, shared as PostgreSQL's would be
+	ctx := context.Background()
+	now := time.Now()
+	recent, stale := "a.example -> b.example", "c.example -> b.example"
+	for _, d := range []store.Decision{
+		{Link: recent, Time: now.Add(-time.Minute), Active: 10, Reason: "earlier"},
+		{Link: recent, Time: now.Add(-time.Second), Active: 24, Reason: "latest"},
+		{Link: stale, Time: now.Add(-time.Hour), Active: 30, Reason: "an hour ago"},
+	} {
+		if err := e.st.Decide(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := transfer.New(transfer.Options{Store: e.st, Client: engine(), Tick: 20 * time.Millisecond,
+		Optimizer: transfer.OptimizerOptions{Min: 4, Max: 32, Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	limits := map[string]int{}
+	waitAPI(t, 10*time.Second, "the links resumed", func() bool {
+		infos, err := svc.Links(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, li := range infos {
+			limits[li.Link] = li.Limit
+		}
+		return limits[recent] != 0
+	})
+	if limits[recent] != 24 || limits[stale] != 0 {
+		t.Errorf("limits after the start: %v, want %s at 24 and %s not resumed", limits, recent, stale)
+	}
+}

@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -52,6 +53,9 @@ func (s *Service) move(ctx context.Context, f store.File, p store.Params, prog *
 	prog.reset()
 	mode, bytes, err := s.copyOne(actx, f, p, prog)
 	a.Mode, a.Bytes = mode, bytes
+	if mode == modeFound {
+		a.Message = foundMessage(f)
+	}
 	if err != nil {
 		a.ErrorClass, a.Message = Classify(err), oneLine(err.Error())
 		switch {
@@ -149,6 +153,18 @@ func (s *Service) copyOne(ctx context.Context, f store.File, p store.Params, pro
 	}
 	r, err := s.o.Client.CopyFile(ctx, src, dst, o)
 	mode = r.Mode
+	if err != nil && o.NoReplace && mayHaveCopied(f) && errors.Is(err, client.ErrExist) {
+		// An earlier attempt at this file may have put it there and
+		// ended before its end was recorded (see foundMessage).
+		same, serr := s.same(ctx, src, dst, alg)
+		if serr != nil {
+			return mode, r.Bytes, fmt.Errorf("%w (comparing it with the source: %w)", err, serr)
+		}
+		if !same {
+			return mode, r.Bytes, fmt.Errorf("%w; it differs from the source (size or checksum)", err)
+		}
+		mode, r.Bytes, err = modeFound, 0, nil
+	}
 	if err != nil {
 		return mode, r.Bytes, err
 	}
@@ -167,9 +183,10 @@ func (s *Service) copyOne(ctx context.Context, f store.File, p store.Params, pro
 				return mode, r.Bytes, fmt.Errorf("checking %s's %s checksum: %w", redact(u), alg, err)
 			}
 			if !bytes.Equal(got, want) {
-				if u == dst {
+				if u == dst && mode != modeFound {
 					// A wrong copy is not left where the job put it (a
-					// retry would find it "existing").
+					// retry would find it "existing"); a file found
+					// there is not ours to remove.
 					_ = s.o.Client.Remove(context.WithoutCancel(ctx), dst, false)
 				}
 				return mode, r.Bytes, &client.ChecksumError{Alg: alg, Want: want, Got: got, Whom: "the job", What: redact(u)}
@@ -177,6 +194,45 @@ func (s *Service) copyOne(ctx context.Context, f store.File, p store.Params, pro
 		}
 	}
 	return mode, r.Bytes, nil
+}
+
+// modeFound is the mode of an attempt that found its file complete at
+// the destination, put there by an earlier attempt whose end was not
+// recorded.
+const modeFound = "found"
+
+// foundMessage is the reason recorded for a file found complete.
+//
+// An attempt ends in two steps: the copy, then the store's record of
+// it. An instance killed between the two (or a store out of reach
+// then, or a shutdown's cancel that raced the copy's end) leaves a
+// whole destination and an ACTIVE file; the instance started again on
+// its address takes the file back (Options.Instance), or its lease runs
+// out and another instance, or this one restarted elsewhere on the same
+// SQLite file, takes it over; either tries again.
+// Without overwrite, that retry met its own copy and failed the file
+// ("destination exists"): 6 files of 2,000 in one run in three, with an
+// instance killed every 2-4 s (issue 29). So a retry whose destination
+// exists compares it with the source as a job's sync does (Service.same:
+// size, and the checksum when both ends tell one); the same file is
+// FINISHED with this reason, any other falls to the usual rule (no
+// overwrite: FAILED, naming the difference; overwrite: replaced, as
+// CopyFile did already).
+//
+// Only after an attempt that may have written the file without saying
+// so (mayHaveCopied): a takeover, a restart, and also an answer lost
+// after the copy landed (the client engine's own retries do the same,
+// Client.remoteMatches). Every other attempt keeps FTS3's rule: an
+// existing destination without overwrite fails with EEXIST's message,
+// which Rucio reads ("Destination file exists and overwrite is not
+// enabled": it compares the file itself and decides), and a client that
+// asked for no overwrite is told its name was taken — a first attempt,
+// and one after a source that was missing or refused (it wrote nothing).
+// gfal2 compares checksums before refusing only when asked; the service
+// checks where it may have written the file itself, and nowhere else.
+func foundMessage(f store.File) string {
+	return fmt.Sprintf("found complete at the destination on attempt %d (same size and checksum as the source): "+
+		"an earlier attempt's copy whose end was not recorded", f.Attempts)
 }
 
 // same reports whether dst already holds src: same size, and the same
@@ -209,6 +265,24 @@ func (s *Service) same(ctx context.Context, src, dst, alg string) (bool, error) 
 		return false, nil // one cannot be compared: copied again
 	}
 	return bytes.Equal(ds, ss), nil
+}
+
+// mayHaveCopied reports whether an earlier attempt at f may have put it
+// at its destination without that being recorded: its last attempt was
+// taken back (its lease ran out: the instance was killed, or lost the
+// store), stopped (a shutdown's cancel may race the copy's end), or
+// failed in a way that can come after the bytes landed (an answer lost:
+// network, timeout, other). Not after a missing or refused source, a
+// checksum mismatch (the wrong copy is removed) or no space.
+func mayHaveCopied(f store.File) bool {
+	if f.Attempts <= 1 {
+		return false
+	}
+	switch f.ErrorClass {
+	case ClassLeaseExpired, ClassCanceled, ClassNetwork, ClassTimeout, ClassOther:
+		return true
+	}
+	return false
 }
 
 // parseChecksum reads a file's "alg:hex" (FTS's form, any case:

@@ -127,6 +127,11 @@ type Store interface {
 	// claimable at once; their attempt recorded as lost with error class
 	// ClassLeaseExpired) and returns how many.
 	Expire(ctx context.Context, now time.Time) (int, error)
+	// TakeBack gives back, as Expire does (at once, leases or not), the
+	// files held by owners whose names begin with prefix, but self: an
+	// instance that starts again under a stable name (Options.Instance)
+	// takes back what its earlier, dead, runs held. It returns how many.
+	TakeBack(ctx context.Context, prefix, self string, now time.Time) (int, error)
 	// Overdue cancels the files not yet started of jobs whose Deadline
 	// is before now, and the files on hold for a ban whose Timeout has
 	// run out; it returns how many.

@@ -373,15 +373,37 @@ func settle(ctx context.Context, tx pgx.Tx, id string) error {
 
 // Expire implements store.Store.
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
+	n, err := s.giveBack(ctx, now, `lease_until < $1`, `'lease held by ' || owner || ' ran out at ' || lease_until`, utc(now))
+	if err != nil {
+		return 0, fmt.Errorf("expire leases: %w", err)
+	}
+	return n, nil
+}
+
+// TakeBack implements store.Store.
+func (s *Store) TakeBack(ctx context.Context, prefix, self string, now time.Time) (int, error) {
+	n, err := s.giveBack(ctx, now, `left(owner, length($1)) = $1 AND owner <> $2`,
+		`'held by ' || owner || ', an earlier run of this instance, taken back when it started again'`, prefix, self)
+	if err != nil {
+		return 0, fmt.Errorf("take back the files of %s*: %w", prefix, err)
+	}
+	return n, nil
+}
+
+// giveBack hands the ACTIVE files that match where (an expression over
+// files and args, $1...) back to the queue at now, their lost
+// attempts recorded with class ClassLeaseExpired and the message msg (an
+// expression over files).
+func (s *Store) giveBack(ctx context.Context, now time.Time, where, msg string, args ...any) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// Lock the expired files nobody else holds (one being finished,
-		// or expired by another instance, is theirs), then, in statements
-		// that see them as locked, record the lost attempts and hand the
-		// files back.
+		// Lock the files nobody else holds (one being finished, or given
+		// back by another instance, is theirs), then, in statements that
+		// see them as locked, record the lost attempts and hand the files
+		// back.
 		rows, err := tx.Query(ctx, `SELECT job_id, idx FROM files
-			WHERE state = 'ACTIVE' AND lease_until < $1
-			ORDER BY job_id, idx FOR NO KEY UPDATE SKIP LOCKED`, utc(now))
+			WHERE state = 'ACTIVE' AND `+where+`
+			ORDER BY job_id, idx FOR NO KEY UPDATE SKIP LOCKED`, args...)
 		if err != nil {
 			return err
 		}
@@ -406,23 +428,19 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		const expired = `(SELECT * FROM unnest($1::text[], $2::integer[]) AS k (job_id, idx))`
 		if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
 				source, destination, mode, bytes, error_class, message)
-			SELECT f.job_id, f.idx, f.attempts, f.owner, f.started, $3, '', f.destination, '', 0, $4,
-				'lease held by ' || f.owner || ' ran out at ' || f.lease_until
-			FROM files f WHERE (f.job_id, f.idx) IN `+expired,
+			SELECT job_id, idx, attempts, owner, started, $3, '', destination, '', 0, $4, `+msg+`
+			FROM files WHERE (job_id, idx) IN `+expired,
 			jobs, idxs, utc(now), store.ClassLeaseExpired); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE files SET state = 'SUBMITTED', not_before = NULL,
-				error_class = $4, reason = 'lease held by ' || owner || ' ran out at ' || lease_until,
+				error_class = $4, reason = `+msg+`,
 				owner = '', lease_until = NULL, ended = $3
 			WHERE (job_id, idx) IN `+expired,
 			jobs, idxs, utc(now), store.ClassLeaseExpired)
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("expire leases: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // Decide implements store.Store.

@@ -337,21 +337,41 @@ func settle(ctx context.Context, tx querier, id string) error {
 
 // Expire implements store.Store.
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
+	n, err := s.giveBack(ctx, now, `lease_until < ?1`, `'lease held by ' || owner || ' ran out at ' || lease_until`)
+	if err != nil {
+		return 0, fmt.Errorf("expire leases: %w", err)
+	}
+	return n, nil
+}
+
+// TakeBack implements store.Store.
+func (s *Store) TakeBack(ctx context.Context, prefix, self string, now time.Time) (int, error) {
+	n, err := s.giveBack(ctx, now, `substr(owner, 1, length(?3)) = ?3 AND owner <> ?4`,
+		`'held by ' || owner || ', an earlier run of this instance, taken back when it started again'`, prefix, self)
+	if err != nil {
+		return 0, fmt.Errorf("take back the files of %s*: %w", prefix, err)
+	}
+	return n, nil
+}
+
+// giveBack hands the ACTIVE files that match where (an expression over
+// files, ?1 being now, ?2 the class, args ?3...) back to the queue, their
+// lost attempts recorded with class ClassLeaseExpired and the message
+// msg (an expression over files).
+func (s *Store) giveBack(ctx context.Context, now time.Time, where, msg string, args ...any) (int, error) {
 	var n int
+	all := append([]any{ts(now), store.ClassLeaseExpired}, args...)
 	err := s.write(ctx, func(tx *wtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (job_id, idx, n, owner, started, ended,
 				source, destination, mode, bytes, error_class, message)
-			SELECT job_id, idx, attempts, owner, started, ?1, '', destination, '', 0, ?2,
-				'lease held by ' || owner || ' ran out at ' || lease_until
-			FROM files WHERE state = 'ACTIVE' AND lease_until < ?1`,
-			ts(now), store.ClassLeaseExpired); err != nil {
+			SELECT job_id, idx, attempts, owner, started, ?1, '', destination, '', 0, ?2, `+msg+`
+			FROM files WHERE state = 'ACTIVE' AND `+where, all...); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE files SET state = 'SUBMITTED', not_before = '',
-				error_class = ?2, reason = 'lease held by ' || owner || ' ran out at ' || lease_until,
+				error_class = ?2, reason = `+msg+`,
 				owner = '', lease_until = '', ended = ?1
-			WHERE state = 'ACTIVE' AND lease_until < ?1`,
-			ts(now), store.ClassLeaseExpired)
+			WHERE state = 'ACTIVE' AND `+where, all...)
 		if err != nil {
 			return err
 		}
@@ -359,10 +379,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		n = int(c)
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("expire leases: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // Decide implements store.Store.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,4 +274,42 @@ func testFinishAll(t *testing.T, s store.Store) {
 		t.Fatalf("FinishAll of the rest (%d files): %v %v", len(fs), errs, err)
 	}
 	wantState(t, s, j.ID, store.JobFinishedDirty)
+}
+
+// testTakeBack: an instance started again takes back, at once, the files
+// its earlier runs (owners under its prefix) hold, and nobody else's.
+func testTakeBack(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	link := "src.example -> dst.example"
+	j := submit(t, s, spec{link: link, files: 4})
+	claim(t, s, "node/a:1/100", link, 1, now)         // an earlier run of node/a:1
+	claim(t, s, "node/a:10/200", link, 1, now)        // another instance, whose name begins alike
+	claim(t, s, "node/b:1/300", link, 1, now)         // another instance
+	mine := claim(t, s, "node/a:1/400", link, 1, now) // the run that starts
+	if n, err := s.TakeBack(ctx, "node/a:1/", "node/a:1/400", now); err != nil || n != 1 {
+		t.Fatalf("TakeBack: %d, %v; want 1", n, err)
+	}
+	fs := files(t, s, j.ID)
+	if f := fs[0]; f.State != store.FileSubmitted || f.Owner != "" || f.ErrorClass != store.ClassLeaseExpired ||
+		!strings.Contains(f.Reason, "node/a:1/100") {
+		t.Errorf("the earlier run's file: %+v", f)
+	}
+	for _, f := range fs[1:] {
+		if f.State != store.FileActive {
+			t.Errorf("file %d (%s): %s after TakeBack, want ACTIVE", f.Index, f.Owner, f.State)
+		}
+	}
+	as := attempts(t, s, j.ID)
+	if len(as) != 1 || as[0].FileKey != key(j.ID, 0) || as[0].Owner != "node/a:1/100" || as[0].ErrorClass != store.ClassLeaseExpired {
+		t.Errorf("attempts after TakeBack: %+v", as)
+	}
+	err := s.Finish(ctx, "node/a:1/100", store.Attempt{FileKey: key(j.ID, 0), N: 1}, store.FileFinished, time.Time{})
+	wantErr(t, "Finish by the earlier run after TakeBack", err, store.ErrLeaseLost)
+	if err := s.Finish(ctx, "node/a:1/400", store.Attempt{FileKey: mine[0].FileKey, N: 1}, store.FileFinished, time.Time{}); err != nil {
+		t.Errorf("Finish by the run that took back: %v", err)
+	}
+	if n, err := s.TakeBack(ctx, "node/a:1/", "node/a:1/400", now); err != nil || n != 0 {
+		t.Errorf("TakeBack again: %d, %v; want 0", n, err)
+	}
 }

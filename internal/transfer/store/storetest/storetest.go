@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishLease", testFinishLease},
 		{"FinishAll", testFinishAll},
 		{"Expire", testExpire},
+		{"TakeBack", testTakeBack},
 		{"Fencing", testFencing},
 		{"Retry", testRetry},
 		{"ClaimPriority", testClaimPriority},

@@ -1,107 +1,44 @@
-// Package pgtest starts a throw-away PostgreSQL server for a test: the
-// postgres store's tests and the transfer service's run against a real
-// server, as the project's tests do with every peer, never against a mock.
-//
-// The server is the distribution's (Debian's postgresql: initdb, postgres
-// and pg_ctl, found on PATH or under /usr/lib/postgresql/*/bin). It runs
-// in a temporary directory, listens on 127.0.0.1 on a port the OS picked
-// (PostgreSQL cannot be handed a listener, so a start that lost the port
-// to another process in the meantime is retried on a new one), keeps its
-// unix socket in that directory, asks for a password, and is stopped
-// (pg_ctl stop -m immediate: there is nothing to keep) and removed when
-// the test ends. initdb and postgres refuse to run as root; a root test
-// runs them as the `postgres` user (or `nobody`) through setpriv, as
-// xrdpeer does for XRootD's daemons.
+// Package pgtest starts a throw-away PostgreSQL server for a test
+// (pgtemp's): the postgres store's tests and the transfer service's run
+// against a real server, as the project's tests do with every peer,
+// never against a mock. It is stopped and removed when the test ends.
 //
 // When PostgreSQL is not installed the test is skipped, unless the CI
 // environment variable is set: CI cannot pass by skipping.
 package pgtest
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtemp"
 )
-
-// installHint is what to install for the server.
-const installHint = "apt-get install postgresql"
-
-// startTimeout bounds initdb, and the server's start and stop.
-const startTimeout = 2 * time.Minute
 
 // Start starts a PostgreSQL server for t and returns the DSN of an empty
 // database on it ("postgres://wanda:PASSWORD@127.0.0.1:PORT/wanda"). The
 // server stops and its files are removed when t ends.
 func Start(t testing.TB) string {
 	t.Helper()
-	bin, err := binDir()
-	if err != nil {
-		missing(t, err.Error())
-	}
-	acct, err := runAs()
-	if err != nil {
-		missing(t, err.Error())
-	}
-	dir, err := os.MkdirTemp("", "wanda-pgtest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := acct.reach(dir); err != nil {
-		t.Fatal(err)
-	}
-	password := rand.Text()
-	pwfile := filepath.Join(dir, "pwfile")
-	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := acct.own(dir, pwfile); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pgtemp.StartTimeout)
 	defer cancel()
-	initdb := acct.command(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "wanda", "--pwfile", pwfile,
-		"--auth", "scram-sha-256", "--encoding", "UTF8", "--locale", "C", "--no-sync")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	dsn, stop, err := pgtemp.Launch(ctx)
+	if errors.Is(err, pgtemp.ErrMissing) {
+		missing(t, err.Error())
 	}
-	os.Remove(pwfile)
-
-	var srv *server
-	for try := 0; ; try++ {
-		srv, err = start(ctx, acct, bin, dir, data)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errPortTaken) || try == 4 {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { srv.stop(t) })
-	dsn := (&url.URL{Scheme: "postgres", User: url.UserPassword("wanda", password),
-		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.port)), Path: "/postgres",
-		RawQuery: "sslmode=disable"}).String()
-	if err := srv.ready(ctx, dsn); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	return createDB(t, dsn, "wanda")
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Logf("pgtest: %v", err)
+		}
+	})
+	return dsn
 }
 
 // NewDatabase creates an empty database on the server of dsn (one from
@@ -109,35 +46,16 @@ func Start(t testing.TB) string {
 // one server. The database lives as long as the server.
 func NewDatabase(t testing.TB, dsn string) string {
 	t.Helper()
-	return createDB(t, dsn, fmt.Sprintf("test_%d", dbSeq.Add(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pgtemp.CreateDatabase(ctx, dsn, fmt.Sprintf("test_%d", dbSeq.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 var dbSeq atomic.Int64
-
-var dbName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-func createDB(t testing.TB, dsn, name string) string {
-	t.Helper()
-	if !dbName.MatchString(name) {
-		t.Fatalf("pgtest: database name %q", name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("pgtest: the server's DSN does not parse") // the DSN holds the password: not in messages
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // missing skips t because a prerequisite is missing, or fails it under CI.
 func missing(t testing.TB, why string) {
@@ -146,235 +64,4 @@ func missing(t testing.TB, why string) {
 		t.Fatalf("PostgreSQL test prerequisite missing in CI: %s", why)
 	}
 	t.Skipf("skipping: %s (install it to run this test; with CI set this is a failure)", why)
-}
-
-// binDir finds the directory holding initdb, postgres and pg_ctl.
-func binDir() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		dir := filepath.Dir(p)
-		if haveAll(dir) {
-			return dir, nil
-		}
-		if real, err := filepath.EvalSymlinks(p); err == nil && haveAll(filepath.Dir(real)) {
-			return filepath.Dir(real), nil
-		}
-	}
-	// Debian keeps them off PATH, one directory per major version.
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	best, bestV := "", -1
-	for _, d := range dirs {
-		v, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-		if err == nil && v > bestV && haveAll(d) {
-			best, bestV = d, v
-		}
-	}
-	if best == "" {
-		return "", fmt.Errorf("PostgreSQL's initdb, postgres and pg_ctl not found (%s)", installHint)
-	}
-	return best, nil
-}
-
-func haveAll(dir string) bool {
-	for _, b := range []string{"initdb", "postgres", "pg_ctl"} {
-		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// account is the user the server runs as.
-type account struct {
-	prefix   []string // setpriv ... when this process is root
-	uid, gid int      // -1: this process's user
-}
-
-// runAs picks the user to run the server as: this process's, or when it
-// is root (which initdb and postgres refuse) `postgres`, else `nobody`.
-func runAs() (account, error) {
-	if os.Geteuid() != 0 {
-		return account{uid: -1, gid: -1}, nil
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		return account{}, errors.New("PostgreSQL refuses to run as root and there is no setpriv to run it as another user")
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return account{
-			prefix: []string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--init-groups"},
-			uid:    uid, gid: gid,
-		}, nil
-	}
-	return account{}, errors.New("PostgreSQL refuses to run as root and there is no `postgres` or `nobody` user to run it as")
-}
-
-func (a account) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	argv := append(append(append([]string{}, a.prefix...), name), args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANG=C", "PGTZ=UTC")
-	cmd.WaitDelay = 10 * time.Second
-	return cmd
-}
-
-// own gives paths to the account's user.
-func (a account) own(paths ...string) error {
-	if a.uid < 0 {
-		return nil
-	}
-	for _, p := range paths {
-		if err := os.Chown(p, a.uid, a.gid); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reach checks the account's user can get to dir: every directory above
-// it must let others through (a private TMPDIR does not).
-func (a account) reach(dir string) error {
-	if a.uid < 0 {
-		return nil
-	}
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("pgtest: the server's user cannot reach %s (%s is %v): point TMPDIR at a directory others can traverse", dir, d, fi.Mode().Perm())
-		}
-		if d == "/" || d == "." {
-			return nil
-		}
-	}
-}
-
-// server is a running postgres.
-type server struct {
-	acct    account
-	bin     string
-	data    string
-	log     string
-	port    int
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the process has ended
-	waitErr error
-}
-
-var errPortTaken = errors.New("port taken")
-
-// start starts postgres on a free port; errPortTaken when the port was
-// taken before the server bound it.
-func start(ctx context.Context, acct account, bin, dir, data string) (*server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	logPath := filepath.Join(dir, "postgres.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	s := &server{acct: acct, bin: bin, data: data, log: logPath, port: port, exited: make(chan struct{})}
-	// Not CommandContext: the server outlives this call.
-	s.cmd = acct.command(context.Background(), filepath.Join(bin, "postgres"), "-D", data,
-		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=200", "-c", "shared_buffers=32MB", "-c", "timezone=UTC",
-		"-c", "log_min_messages=warning", "-c", "log_min_error_statement=panic")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
-	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
-	// Wait for the server to listen, or to die.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
-		if err == nil {
-			c.Close()
-			return s, nil
-		}
-		select {
-		case <-s.exited:
-			out, _ := os.ReadFile(logPath)
-			if bytes.Contains(out, []byte("could not bind")) || bytes.Contains(out, []byte("in use")) {
-				return nil, fmt.Errorf("pgtest: port %d: %w", port, errPortTaken)
-			}
-			return nil, fmt.Errorf("pgtest: postgres exited (%v):\n%s", s.waitErr, tail(out))
-		case <-ctx.Done():
-			s.kill()
-			out, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("pgtest: postgres did not listen on port %d: %w\n%s", port, ctx.Err(), tail(out))
-		case <-tick.C:
-		}
-	}
-}
-
-// ready waits until the server accepts a login (it listens before it has
-// finished starting up).
-func (s *server) ready(ctx context.Context, dsn string) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		var c *pgx.Conn
-		if c, err = pgx.Connect(ctx, dsn); err == nil {
-			return c.Close(ctx)
-		}
-		select {
-		case <-s.exited:
-			out, _ := os.ReadFile(s.log)
-			return fmt.Errorf("pgtest: postgres exited (%v):\n%s", s.waitErr, tail(out))
-		case <-ctx.Done():
-			return fmt.Errorf("pgtest: postgres not ready: %w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
-}
-
-// stop stops the server at once (pg_ctl stop -m immediate) and waits
-// for it to exit; it kills it if that fails.
-func (s *server) stop(t testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	out, err := s.acct.command(ctx, filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.data, "-m", "immediate", "-w").CombinedOutput()
-	if err != nil {
-		t.Logf("pgtest: pg_ctl stop: %v: %s", err, out)
-		s.kill()
-	}
-	select {
-	case <-s.exited:
-	case <-ctx.Done():
-		s.kill()
-		<-s.exited
-	}
-}
-
-// kill kills the server's process.
-func (s *server) kill() {
-	if s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-	}
-}
-
-// tail is the end of a log, for a failure message.
-func tail(b []byte) string {
-	const n = 4000
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return strings.TrimSpace(string(b))
 }
