@@ -212,9 +212,15 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 			// Tokens with ztn; root:// clients switched to TLS first.
 			TLSLogin: r.tls != nil && r.policy.bearerCheck() != nil,
 			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
+				if q.Existing {
+					return rd.HolderTargets(ctx, q.Path, triedSet(q.Tried))
+				}
 				return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
 			},
 			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
+				if q.Existing {
+					return nil, false, nil // a lookup: the holders
+				}
 				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
 			},
 			// Servers' access records name the redirectors that sent

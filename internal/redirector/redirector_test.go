@@ -729,3 +729,29 @@ func TestAuthzOnlyOverTLS(t *testing.T) {
 		t.Fatalf("to the http member: Location %s", loc)
 	}
 }
+
+// TestHolderTargets: a root:// rm, mv, truncate or update goes to the
+// writable member that holds the file, not to the one with the most space
+// (which answered "not found", sending XrdCl back until its redirect
+// limit); a name nobody holds gets the write targets.
+func TestHolderTargets(t *testing.T) {
+	t.Parallel()
+	tr := startRedirector(t, Options{WriteSelect: "space"})
+	big, holder := newFakeMember(t), newFakeMember(t, "/store/f")
+	big.load, holder.load = fed.Load{FreeBytes: 1 << 40}, fed.Load{FreeBytes: 1 << 20}
+	tr.Heartbeat(big.member())
+	tr.Heartbeat(holder.member())
+	hostOf := func(m *fakeMember) string { return strings.TrimPrefix(m.srv.URL, "http://") }
+	for range 3 {
+		hosts, err := tr.HolderTargets(t.Context(), "/store/f", nil)
+		if err != nil || len(hosts) != 1 || hosts[0] != hostOf(holder) {
+			t.Fatalf("holder targets %v %v, want %s", hosts, err, hostOf(holder))
+		}
+	}
+	if hosts, err := tr.Targets(t.Context(), "/store/f", true, nil); err != nil || hosts[0] != hostOf(big) {
+		t.Fatalf("write targets %v %v, want the most space first", hosts, err)
+	}
+	if hosts, err := tr.HolderTargets(t.Context(), "/store/dir", nil); err != nil || hosts[0] != hostOf(big) {
+		t.Fatalf("a name nobody holds: %v %v, want the write targets", hosts, err)
+	}
+}

@@ -41,6 +41,32 @@ func (r *Redirector) Targets(ctx context.Context, path string, write bool, tried
 	return r.readTargets(r.Locate(ctx, Query{Path: path, Tried: tried}), path)
 }
 
+// HolderTargets answers a root:// request that changes a file where it
+// is (rm, mv, truncate, an open for update): the writable members that
+// hold it, as an HTTP DELETE or MOVE is sent. A name no member holds
+// (a directory, which digests do not list, or a file being created
+// elsewhere) gets Targets' writable members, as before.
+func (r *Redirector) HolderTargets(ctx context.Context, path string, tried map[string]bool) ([]string, error) {
+	res := r.Locate(ctx, Query{Path: path, Tried: tried})
+	switch res.Status {
+	case fed.NotFound:
+		return r.Targets(ctx, path, true, tried)
+	case fed.Unavailable:
+		return nil, fmt.Errorf("%s: %w: members did not answer in time", path, storage.ErrUpstreamTimeout)
+	}
+	r.cache.forget(path)
+	var out []string
+	for _, x := range r.order(path, res.Replicas) {
+		if h := x.RootHost(); h != "" && x.Writable {
+			out = append(out, h)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: every replica is on a read-only export: %w", path, storage.ErrReadOnly)
+	}
+	return out, nil
+}
+
 // TargetsNow is Targets without waiting: writes as Targets, reads from
 // the location cache; ok is false when a lookup is needed.
 func (r *Redirector) TargetsNow(path string, write bool, tried map[string]bool) (targets []string, ok bool, err error) {

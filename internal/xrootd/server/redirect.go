@@ -22,9 +22,27 @@ type LocateRequest struct {
 	// writing, mkdir, rm, rmdir, mv, truncate, chmod, setting or deleting
 	// attributes): the answer must be writable servers.
 	Write bool
+	// Existing is set (with Write) for requests that change a file where
+	// it is — kXR_rm, kXR_mv, kXR_truncate of a path, an open for update
+	// or append that creates nothing: the answer should be the writable
+	// servers that hold it, not any writable server.
+	Existing bool
 	// Tried lists the hosts the client reports having failed with (its
 	// opaque "tried=").
 	Tried []string
+}
+
+// changesExisting reports whether r changes a file that exists where it
+// is (LocateRequest.Existing).
+func changesExisting(r *request) bool {
+	switch r.hdr.RequestID {
+	case xrootd.ReqRm, xrootd.ReqMv, xrootd.ReqTruncate:
+		return true
+	case xrootd.ReqOpen:
+		o := xrootd.DecodeOpen(r.hdr.Body).Options
+		return o&(xrootd.OpenUpdate|xrootd.OpenAppend|xrootd.OpenWriteOnly) != 0 && o&(xrootd.OpenNew|xrootd.OpenDelete) == 0
+	}
+	return false
 }
 
 // redirectWait is the kXR_wait a client gets while a lookup could not be
@@ -100,7 +118,7 @@ func (ss *session) redirect(ctx context.Context, r *request) (handled bool, err 
 	if v := cgiValue(t.cgi, "tried"); v != "" {
 		tried = strings.Split(v, ",")
 	}
-	hosts, err := ss.lookup(ctx, r, LocateRequest{Path: t.Path(), Write: write, Tried: tried})
+	hosts, err := ss.lookup(ctx, r, LocateRequest{Path: t.Path(), Write: write, Existing: write && changesExisting(r), Tried: tried})
 	switch {
 	case errors.Is(err, storage.ErrUpstream), errors.Is(err, storage.ErrUpstreamTimeout):
 		return true, r.out.send(r.hdr.StreamID, xrootd.StatusWait,
