@@ -101,14 +101,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer r.mon.stop()
-	var static []fed.Member
-	for _, m := range c.Members {
-		var ex []fed.Export
-		for _, e := range m.Exports {
-			ex = append(ex, fed.Export{Prefix: e.Prefix, ReadOnly: e.ReadOnly})
-		}
-		static = append(static, fed.Member{URL: m.URL, XRootD: m.XRootD, Exports: ex, Labels: m.Labels, Priority: m.Priority})
-	}
+	static := staticMembers(c.Members)
 	// Static members at root:// URLs (XRootD servers without HTTP) are
 	// asked with kXR_stat.
 	xc := xrdclient.New(xrdclient.Options{Log: r.log.With("component", "xrootd-client")})
@@ -200,33 +193,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	hs := newHTTPServer(frontDoor(r.reg, r.mon.handlers(nil), api), hc, m, r.log)
 	r.mon.sessions.Wrap(hs)
 	if c.XRootD {
-		// root:// clients get kXR_redirect to the same members (wanda
-		// servers answer root:// on their HTTP port).
-		xs := xrdserver.NewServer(xrdserver.Options{
-			Records: sinkOf(r.records),
-			Metrics: metrics.NewXRootD(r.reg, "redirector"),
-			Auth:    r.policy,
-			Log:     r.log.With("component", "xrootd"),
-			Bearer:  r.policy.bearerCheck(),
-			TLS:     r.tls,
-			// Tokens with ztn; root:// clients switched to TLS first.
-			TLSLogin: r.tls != nil && r.policy.bearerCheck() != nil,
-			Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
-				if q.Existing {
-					return rd.HolderTargets(ctx, q.Path, triedSet(q.Tried))
-				}
-				return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
-			},
-			LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
-				if q.Existing {
-					return nil, false, nil // a lookup: the holders
-				}
-				return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
-			},
-			// Servers' access records name the redirectors that sent
-			// the client (docs/operations.md).
-			RedirectorID: rd.ID(),
-		})
+		xs := r.rootServer(rd)
 		ln = newSniffer(ln, hs.ReadHeaderTimeout, func(conn net.Conn) { xs.ServeConn(ctx, conn) })
 	}
 	if r.tls != nil {
@@ -248,6 +215,49 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static), "cmsd_listen", r.CmsdAddr())
 	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
+}
+
+// rootServer answers root:// clients with kXR_redirect to the same
+// members (wanda servers answer root:// on their HTTP port).
+func (r *Redirector) rootServer(rd *redirector.Redirector) *xrdserver.Server {
+	return xrdserver.NewServer(xrdserver.Options{
+		Records: sinkOf(r.records),
+		Metrics: metrics.NewXRootD(r.reg, "redirector"),
+		Auth:    r.policy,
+		Log:     r.log.With("component", "xrootd"),
+		Bearer:  r.policy.bearerCheck(),
+		TLS:     r.tls,
+		// Tokens with ztn; root:// clients switched to TLS first.
+		TLSLogin: r.tls != nil && r.policy.bearerCheck() != nil,
+		Locate: func(ctx context.Context, q xrdserver.LocateRequest) ([]string, error) {
+			if q.Existing {
+				return rd.HolderTargets(ctx, q.Path, triedSet(q.Tried))
+			}
+			return rd.Targets(ctx, q.Path, q.Write, triedSet(q.Tried))
+		},
+		LocateNow: func(q xrdserver.LocateRequest) ([]string, bool, error) {
+			if q.Existing {
+				return nil, false, nil // a lookup: the holders
+			}
+			return rd.TargetsNow(q.Path, q.Write, triedSet(q.Tried))
+		},
+		// Servers' access records name the redirectors that sent
+		// the client (docs/operations.md).
+		RedirectorID: rd.ID(),
+	})
+}
+
+// staticMembers are the configured members without heartbeats.
+func staticMembers(ms []config.StaticMember) []fed.Member {
+	var static []fed.Member
+	for _, m := range ms {
+		var ex []fed.Export
+		for _, e := range m.Exports {
+			ex = append(ex, fed.Export{Prefix: e.Prefix, ReadOnly: e.ReadOnly})
+		}
+		static = append(static, fed.Member{URL: m.URL, XRootD: m.XRootD, Exports: ex, Labels: m.Labels, Priority: m.Priority})
+	}
+	return static
 }
 
 // URL is the advertised URL (known once Serve has started).

@@ -159,19 +159,13 @@ func MiddlewareWithRecords(next http.Handler, log *slog.Logger, m *metrics.HTTP,
 			case status < 400 && rs.Routine != nil && rs.Routine(r):
 				level = slog.LevelDebug
 			}
-			if level == slog.LevelDebug && !log.Enabled(r.Context(), level) {
-				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
-				if p != nil {
-					panic(p)
-				}
-				return
-			}
-			if acc.Recorded() && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug) {
-				// Its record says all the access line would (and more):
-				// the access is not written twice. Errors are logged
-				// either way, and both are written at debug level. (A
-				// record that only feeds the monitoring streams is no
-				// record: the line is written.)
+			// A record says all the access line would (and more): the
+			// access is not written twice. Errors are logged either way,
+			// and both are written at debug level. (A record that only
+			// feeds the monitoring streams is no record: the line is
+			// written.)
+			recorded := acc.Recorded() && level == slog.LevelInfo && !log.Enabled(r.Context(), slog.LevelDebug)
+			if recorded || !log.Enabled(r.Context(), level) {
 				endRecord(acc, r, w.Header(), status, rec.n.Load(), body.n.Load())
 				if p != nil {
 					panic(p)
