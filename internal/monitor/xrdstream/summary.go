@@ -184,6 +184,102 @@ func both(a, b func(map[string]string) bool) func(map[string]string) bool {
 	return func(l map[string]string) bool { return a(l) && b(l) }
 }
 
+// xrootdStats writes xrd.report's xrootd section: its operations, errors,
+// redirections and logins, root:// and HTTP together (as XrdHttp's count
+// in XRootD's).
+func xrootdStats(w *xrdmon.XMLWriter, g gathered) {
+	v := func(x float64) int64 { return int64(x) }
+	xreq := func(reqs ...string) float64 { return g.sum("wanda_xrootd_requests_total", is("request", reqs...)) }
+	xok := func(reqs ...string) float64 {
+		return g.sum("wanda_xrootd_requests_total", both(is("request", reqs...), is("result", "ok")))
+	}
+	hok := func(methods ...string) float64 {
+		return g.sum("wanda_http_requests_total", both(is("method", methods...), httpCode(func(c int) bool { return c >= 200 && c < 300 })))
+	}
+
+	logins := xreq("kXR_login")
+	authOK, authAll := xok("kXR_auth"), xreq("kXR_auth")
+	known := []string{"kXR_open", "kXR_read", "kXR_pgread", "kXR_readv", "kXR_write", "kXR_pgwrite", "kXR_writev", "kXR_sync"}
+	w.Stats("xrootd")
+	w.Int("num", v(g.sum("wanda_xrootd_connections_total", nil)))
+	w.Start("ops")
+	w.Int("open", v(xreq("kXR_open")+hok("GET", "PUT")))
+	w.Int("rf", 0)
+	w.Int("rd", v(xreq("kXR_read", "kXR_pgread")+hok("GET")))
+	w.Int("pr", 0)
+	w.Int("rv", v(xreq("kXR_readv")))
+	w.Int("rs", 0)
+	w.Int("wv", v(xreq("kXR_writev")))
+	w.Int("ws", 0)
+	w.Int("wr", v(xreq("kXR_write", "kXR_pgwrite")+hok("PUT")))
+	w.Int("sync", v(xreq("kXR_sync")))
+	zeros(w, "getf", "putf")
+	w.Int("misc", v(g.sum("wanda_xrootd_requests_total", not(is("request", append(known, "kXR_login", "kXR_auth", "kXR_protocol")...)))+
+		g.sum("wanda_http_requests_total", not(is("method", "GET", "PUT")))))
+	w.End("ops")
+	w.Start("sig")
+	zeros(w, "ok", "bad", "ign")
+	w.End("sig")
+	w.Start("aio")
+	zeros(w, "num", "max", "rej")
+	w.End("aio")
+	w.Int("err", v(g.sum("wanda_xrootd_requests_total", not(is("result", "ok")))+
+		g.sum("wanda_http_requests_total", httpCode(func(c int) bool { return c >= 400 }))))
+	w.Int("rdr", v(g.sum("wanda_http_requests_total", httpCode(func(c int) bool { return c >= 300 && c < 400 }))+
+		g.sum("wanda_xrootd_redirects_total", nil)))
+	w.Int("dly", 0)
+	w.Start("lgn")
+	w.Int("num", v(logins))
+	w.Int("af", v(authAll-authOK))
+	w.Int("au", v(authOK))
+	w.Int("ua", v(max(logins-authOK, 0)))
+	w.End("lgn")
+	w.End("stats")
+}
+
+// fsStats writes the ofs and oss sections: the role, open files,
+// third-party copies, and each export's space.
+func (r *Reporter) fsStats(w *xrdmon.XMLWriter, g gathered) {
+	v := func(x float64) int64 { return int64(x) }
+	role := "server"
+	if r.o.Role == "redirector" {
+		role = "manager"
+	}
+	openFiles := v(g.sum("wanda_xrootd_open_files", nil))
+	w.Stats("ofs")
+	w.Leaf("role", role)
+	zeros(w, "opr", "opw", "opp", "ups")
+	w.Int("han", openFiles)
+	zeros(w, "rdr", "bxq", "rep", "err", "dly", "sok", "ser")
+	w.Start("tpc")
+	w.Int("grnt", v(g.sum("wanda_tpc_copies_total", nil)))
+	w.Int("deny", 0)
+	w.Int("err", v(g.sum("wanda_tpc_copies_total", not(is("result", "ok", "success")))))
+	w.Int("exp", 0)
+	w.End("tpc")
+	w.End("stats")
+
+	w.Stats("oss", "v", "2")
+	w.Start("paths")
+	w.Text(strconv.Itoa(len(r.o.Paths)))
+	for i, p := range r.o.Paths {
+		var st syscall.Statfs_t
+		_ = syscall.Statfs(p.Local, &st)
+		bs := uint64(st.Bsize)
+		w.Stats(strconv.Itoa(i))
+		w.Leaf("lp", `"`+p.Logical+`"`)
+		w.Leaf("rp", `"`+strings.TrimSuffix(p.Local, "/")+`/"`)
+		w.Int("tot", int64(st.Blocks*bs/1024))
+		w.Int("free", int64(st.Bavail*bs/1024))
+		w.Int("ino", int64(st.Files))
+		w.Int("ifr", int64(st.Ffree))
+		w.End("stats")
+	}
+	w.End("paths")
+	w.Int("space", 0)
+	w.End("stats")
+}
+
 // Report builds one summary document. Every section and value XRootD
 // 5.5 reports is there, so that its consumers find their keys; what
 // wanda does not count (request signing, asynchronous I/O, poll events,
@@ -205,14 +301,6 @@ func (r *Reporter) Report(now time.Time) []byte {
 	r.maxConn, r.maxIn = max(r.maxConn, conns), max(r.maxIn, inflight)
 	maxConn, maxIn := r.maxConn, r.maxIn
 	r.mu.Unlock()
-	xreq := func(reqs ...string) float64 { return g.sum("wanda_xrootd_requests_total", is("request", reqs...)) }
-	xok := func(reqs ...string) float64 {
-		return g.sum("wanda_xrootd_requests_total", both(is("request", reqs...), is("result", "ok")))
-	}
-	hok := func(methods ...string) float64 {
-		return g.sum("wanda_http_requests_total", both(is("method", methods...), httpCode(func(c int) bool { return c >= 200 && c < 300 })))
-	}
-
 	var w xrdmon.XMLWriter
 	w.Head(xrdmon.SummaryHead{Tod: now.Unix(), Version: r.o.Version, Host: r.o.Host, Port: r.o.Port, Tos: r.o.Start.Unix(),
 		Program: r.o.Program, Name: r.o.Instance, PID: os.Getpid(), Site: r.o.Site})
@@ -256,82 +344,9 @@ func (r *Reporter) Report(now time.Time) []byte {
 	w.End("sys")
 	w.End("stats")
 
-	logins := xreq("kXR_login")
-	authOK, authAll := xok("kXR_auth"), xreq("kXR_auth")
-	known := []string{"kXR_open", "kXR_read", "kXR_pgread", "kXR_readv", "kXR_write", "kXR_pgwrite", "kXR_writev", "kXR_sync"}
-	w.Stats("xrootd")
-	w.Int("num", v(g.sum("wanda_xrootd_connections_total", nil)))
-	w.Start("ops")
-	w.Int("open", v(xreq("kXR_open")+hok("GET", "PUT")))
-	w.Int("rf", 0)
-	w.Int("rd", v(xreq("kXR_read", "kXR_pgread")+hok("GET")))
-	w.Int("pr", 0)
-	w.Int("rv", v(xreq("kXR_readv")))
-	w.Int("rs", 0)
-	w.Int("wv", v(xreq("kXR_writev")))
-	w.Int("ws", 0)
-	w.Int("wr", v(xreq("kXR_write", "kXR_pgwrite")+hok("PUT")))
-	w.Int("sync", v(xreq("kXR_sync")))
-	zeros(&w, "getf", "putf")
-	w.Int("misc", v(g.sum("wanda_xrootd_requests_total", not(is("request", append(known, "kXR_login", "kXR_auth", "kXR_protocol")...)))+
-		g.sum("wanda_http_requests_total", not(is("method", "GET", "PUT")))))
-	w.End("ops")
-	w.Start("sig")
-	zeros(&w, "ok", "bad", "ign")
-	w.End("sig")
-	w.Start("aio")
-	zeros(&w, "num", "max", "rej")
-	w.End("aio")
-	w.Int("err", v(g.sum("wanda_xrootd_requests_total", not(is("result", "ok")))+
-		g.sum("wanda_http_requests_total", httpCode(func(c int) bool { return c >= 400 }))))
-	w.Int("rdr", v(g.sum("wanda_http_requests_total", httpCode(func(c int) bool { return c >= 300 && c < 400 }))+
-		g.sum("wanda_xrootd_redirects_total", nil)))
-	w.Int("dly", 0)
-	w.Start("lgn")
-	w.Int("num", v(logins))
-	w.Int("af", v(authAll-authOK))
-	w.Int("au", v(authOK))
-	w.Int("ua", v(max(logins-authOK, 0)))
-	w.End("lgn")
-	w.End("stats")
+	xrootdStats(&w, g)
 
-	role := "server"
-	if r.o.Role == "redirector" {
-		role = "manager"
-	}
-	openFiles := v(g.sum("wanda_xrootd_open_files", nil))
-	w.Stats("ofs")
-	w.Leaf("role", role)
-	zeros(&w, "opr", "opw", "opp", "ups")
-	w.Int("han", openFiles)
-	zeros(&w, "rdr", "bxq", "rep", "err", "dly", "sok", "ser")
-	w.Start("tpc")
-	w.Int("grnt", v(g.sum("wanda_tpc_copies_total", nil)))
-	w.Int("deny", 0)
-	w.Int("err", v(g.sum("wanda_tpc_copies_total", not(is("result", "ok", "success")))))
-	w.Int("exp", 0)
-	w.End("tpc")
-	w.End("stats")
-
-	w.Stats("oss", "v", "2")
-	w.Start("paths")
-	w.Text(strconv.Itoa(len(r.o.Paths)))
-	for i, p := range r.o.Paths {
-		var st syscall.Statfs_t
-		_ = syscall.Statfs(p.Local, &st)
-		bs := uint64(st.Bsize)
-		w.Stats(strconv.Itoa(i))
-		w.Leaf("lp", `"`+p.Logical+`"`)
-		w.Leaf("rp", `"`+strings.TrimSuffix(p.Local, "/")+`/"`)
-		w.Int("tot", int64(st.Blocks*bs/1024))
-		w.Int("free", int64(st.Bavail*bs/1024))
-		w.Int("ino", int64(st.Files))
-		w.Int("ifr", int64(st.Ffree))
-		w.End("stats")
-	}
-	w.End("paths")
-	w.Int("space", 0)
-	w.End("stats")
+	r.fsStats(&w, g)
 
 	w.Stats("sched")
 	w.Int("jobs", v(g.sum("wanda_http_requests_total", nil)+g.sum("wanda_xrootd_requests_total", nil)))
