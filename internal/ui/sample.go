@@ -70,43 +70,8 @@ func (d *Dashboard) sample(ctx context.Context) {
 	}
 	walk(tree, 0, "", "")
 
-	reads := make([]counters, len(nodes))
-	errs := make([]string, len(nodes))
-	scraped := make([]bool, len(nodes))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
 	now := time.Now()
-	// At most maxScrapes members a round, taking turns: in a large tree
-	// each member's counters are read every few rounds (its rates span
-	// the time between two reads), and a round stays short.
-	d.mu.Lock()
-	turn := d.turn
-	d.mu.Unlock()
-	budget := min(d.o.MaxScrapes, len(nodes))
-	for k := 0; k < len(nodes) && budget > 0; k++ {
-		i := (turn + k) % len(nodes)
-		m := nodes[i]
-		if !m.node.Healthy || m.node.URL == "" {
-			continue
-		}
-		budget--
-		scraped[i] = true
-		d.mu.Lock()
-		d.turn = i + 1
-		d.mu.Unlock()
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c, err := d.scrape(ctx, m.node.URL)
-			c.at = now
-			reads[i] = c
-			if err != nil {
-				errs[i] = err.Error()
-			}
-		}()
-	}
-	wg.Wait()
+	reads, errs, scraped := d.scrapeRound(ctx, nodes, now)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -127,10 +92,7 @@ func (d *Dashboard) sample(ctx context.Context) {
 				if reason == "" {
 					reason = fmt.Sprintf("no heartbeat for %.1f s", float64(m.node.AgeMS)/1e3)
 				}
-				d.failures = append(d.failures, Failure{Time: now, Member: url, Site: m.site, Reason: reason})
-				if len(d.failures) > maxFailures {
-					d.failures = d.failures[len(d.failures)-maxFailures:]
-				}
+				d.addFailure(Failure{Time: now, Member: url, Site: m.site, Reason: reason})
 			}
 		}
 		switch {
@@ -160,10 +122,7 @@ func (d *Dashboard) sample(ctx context.Context) {
 		if m.gone.IsZero() {
 			m.gone = now
 			if m.node.Healthy {
-				d.failures = append(d.failures, Failure{Time: now, Member: url, Site: m.site, Reason: goneReason})
-				if len(d.failures) > maxFailures {
-					d.failures = d.failures[len(d.failures)-maxFailures:]
-				}
+				d.addFailure(Failure{Time: now, Member: url, Site: m.site, Reason: goneReason})
 			}
 			m.node.Healthy, m.node.Error = false, goneReason
 		}
@@ -194,6 +153,54 @@ func (d *Dashboard) sample(ctx context.Context) {
 	d.sites = append(d.sites, siteSample{at: now, out: out, in: in})
 	if len(d.sites) > d.o.Keep {
 		d.sites = d.sites[len(d.sites)-d.o.Keep:]
+	}
+}
+
+// scrapeRound reads the /metrics of at most MaxScrapes healthy members,
+// taking turns from where the last round stopped: in a large tree each
+// member's counters are read every few rounds (its rates span the time
+// between two reads), and a round stays short. scraped says whose were
+// read this round.
+func (d *Dashboard) scrapeRound(ctx context.Context, nodes []*member, now time.Time) (reads []counters, errs []string, scraped []bool) {
+	reads, errs, scraped = make([]counters, len(nodes)), make([]string, len(nodes)), make([]bool, len(nodes))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	d.mu.Lock()
+	turn := d.turn
+	d.mu.Unlock()
+	budget := min(d.o.MaxScrapes, len(nodes))
+	for k := 0; k < len(nodes) && budget > 0; k++ {
+		i := (turn + k) % len(nodes)
+		m := nodes[i]
+		if !m.node.Healthy || m.node.URL == "" {
+			continue
+		}
+		budget--
+		scraped[i] = true
+		d.mu.Lock()
+		d.turn = i + 1
+		d.mu.Unlock()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := d.scrape(ctx, m.node.URL)
+			c.at = now
+			reads[i] = c
+			if err != nil {
+				errs[i] = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	return reads, errs, scraped
+}
+
+// addFailure records a failure, the latest maxFailures kept. d.mu is held.
+func (d *Dashboard) addFailure(f Failure) {
+	d.failures = append(d.failures, f)
+	if len(d.failures) > maxFailures {
+		d.failures = d.failures[len(d.failures)-maxFailures:]
 	}
 }
 
