@@ -339,12 +339,7 @@ func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p st
 	}
 	if modify {
 		r.cache.forget(p)
-		var ws []fed.Replica
-		for _, x := range reps {
-			if x.Writable {
-				ws = append(ws, x)
-			}
-		}
+		ws := writableOnly(reps)
 		if len(ws) == 0 {
 			r.met.redirects.WithLabelValues("403").Inc()
 			http.Error(w, p+": every replica is on a read-only export", http.StatusForbidden)
@@ -353,6 +348,17 @@ func (r *Redirector) redirectRead(w http.ResponseWriter, req *http.Request, p st
 		reps = ws
 	}
 	r.redirect(w, req, p, reps)
+}
+
+// writableOnly keeps the replicas on writable exports, in their order.
+func writableOnly(reps []fed.Replica) []fed.Replica {
+	var ws []fed.Replica
+	for _, x := range reps {
+		if x.Writable {
+			ws = append(ws, x)
+		}
+	}
+	return ws
 }
 
 func (r *Redirector) unavailable(w http.ResponseWriter, p string, errs []string) {

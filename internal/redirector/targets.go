@@ -56,8 +56,8 @@ func (r *Redirector) HolderTargets(ctx context.Context, path string, tried map[s
 	}
 	r.cache.forget(path)
 	var out []string
-	for _, x := range r.order(path, res.Replicas) {
-		if h := x.RootHost(); h != "" && x.Writable {
+	for _, x := range writableOnly(r.order(path, res.Replicas)) {
+		if h := x.RootHost(); h != "" {
 			out = append(out, h)
 		}
 	}
