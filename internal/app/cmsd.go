@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/wanda-fed/wanda/internal/fed/cmsd"
 	"github.com/wanda-fed/wanda/internal/redirector"
 	"github.com/wanda-fed/wanda/internal/storage"
+	"github.com/wanda-fed/wanda/internal/storage/posix"
 	"github.com/wanda-fed/wanda/internal/xrootd/cms"
 	"github.com/wanda-fed/wanda/internal/xrootd/xrdclient"
 )
@@ -49,9 +51,37 @@ func (u *upstreams) notify(path string, present bool) {
 		defer d.mu.Unlock()
 		d.noteLocked(path, present)
 	}
+	u.tell(path, present)
+}
+
+func (u *upstreams) tell(path string, present bool) {
 	for _, x := range u.all() {
 		x.Notify(path, present)
 	}
+}
+
+// notifyNames is notify with a digest, which counts directories too:
+// the directories an appearance made (an upload's parents, a mkdir -p's)
+// are told first, and a directory is counted once.
+func (u *upstreams) notifyNames(base, path string, c posix.Change) {
+	d := u.digest
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.Present {
+		var made []string
+		for dir := storage.Dir(path); len(dir) > len(base) && !d.hasLocked(dir); dir = storage.Dir(dir) {
+			made = append(made, dir)
+		}
+		for _, dir := range slices.Backward(made) {
+			d.noteLocked(dir, true)
+			u.tell(dir, true)
+		}
+		if c.Dir && d.hasLocked(path) {
+			return
+		}
+	}
+	d.noteLocked(path, c.Present)
+	u.tell(path, c.Present)
 }
 
 // stop leaves every parent, in parallel, bounded by ctx.
@@ -71,15 +101,27 @@ func (u *upstreams) stop(ctx context.Context) {
 }
 
 // onChange turns a backend's change of a name under prefix into a
-// notice for the parents (fed.Upstream.Notify).
-func (u *upstreams) onChange(prefix string) func(name string, present bool) {
+// notice for the parents (fed.Upstream.Notify). Without a digest, a
+// directory's appearance is not told (XRootD's data servers tell files).
+// With one, a directory that came with what it holds (moved in) makes
+// the digest walk again: its names below were not told.
+func (u *upstreams) onChange(prefix string) func(posix.Change) {
 	base := "/" + strings.Trim(prefix, "/")
-	return func(name string, present bool) {
-		p := base + "/" + name
+	return func(c posix.Change) {
+		p := base + "/" + c.Name
 		if base == "/" {
-			p = "/" + name
+			p = "/" + c.Name
 		}
-		u.notify(p, present)
+		if u.digest == nil {
+			if !c.Dir {
+				u.notify(p, c.Present)
+			}
+			return
+		}
+		u.notifyNames(base, p, c)
+		if c.Tree && c.Present {
+			u.digest.rewalk()
+		}
 	}
 }
 

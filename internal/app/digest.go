@@ -13,8 +13,11 @@ import (
 )
 
 // nameDigest is a server's digest of the names it holds
-// (server.federation.digest): a walk of the exports, and what was
-// written and removed through wanda since.
+// (server.federation.digest), files and directories: a walk of the
+// exports, and what was written and removed through wanda since. A
+// directory moved through wanda brings names nobody told: the digest is
+// withdrawn (the redirectors ask this server about every name again)
+// until a new walk completes.
 type nameDigest struct {
 	mu      sync.Mutex
 	base    fed.Digest
@@ -22,7 +25,11 @@ type nameDigest struct {
 	walking bool
 	during  []change // notices while a walk runs, replayed over its result
 	gen     uint64
-	ok      bool // a walk completed
+	ok      bool // a walk completed, and nothing untold came since
+	// stale: names came that no notice told (a directory moved in) since
+	// the running walk began; kick starts a walk at once.
+	stale bool
+	kick  chan struct{}
 }
 
 type change struct {
@@ -30,7 +37,31 @@ type change struct {
 	present bool
 }
 
-func newNameDigest() *nameDigest { return &nameDigest{overlay: map[uint32]int32{}} }
+func newNameDigest() *nameDigest {
+	return &nameDigest{overlay: map[uint32]int32{}, kick: make(chan struct{}, 1)}
+}
+
+// hasLocked reports whether the digest counts path; the caller holds mu.
+func (d *nameDigest) hasLocked(path string) bool {
+	fp := fed.Fingerprint(path)
+	return d.base.Count(fp)+int(d.overlay[fp]) > 0
+}
+
+// rewalk withdraws the digest until a walk begun from now completes.
+func (d *nameDigest) rewalk() {
+	d.mu.Lock()
+	d.ok, d.stale = false, true
+	d.gen++
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// errStale ends a walk that began before a rewalk: its result may miss
+// the names that came.
+var errStale = errors.New("names came during the walk that it may have missed")
 
 // note records a name created (present) or removed; the caller holds mu.
 func (d *nameDigest) noteLocked(path string, present bool) {
@@ -78,7 +109,7 @@ func (d *nameDigest) snapshot() (fed.Digest, uint64, bool) {
 // notices of the walk's time are replayed over it.
 func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 	d.mu.Lock()
-	d.walking, d.during = true, nil
+	d.walking, d.during, d.stale = true, nil, false
 	d.mu.Unlock()
 	var fps []uint32
 	var err error
@@ -86,6 +117,8 @@ func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 		prefix := "/" + e.Prefix
 		if e.Prefix == "" {
 			prefix = ""
+		} else {
+			fps = append(fps, fed.Fingerprint(prefix)) // the export's root
 		}
 		if err = walkBackend(ctx, e.Backend, "", func(rel string) {
 			fps = append(fps, fed.Fingerprint(prefix+"/"+rel))
@@ -97,6 +130,9 @@ func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 	defer d.mu.Unlock()
 	during := d.during
 	d.walking, d.during = false, nil
+	if err == nil && d.stale {
+		err = errStale
+	}
 	if err != nil {
 		return err
 	}
@@ -109,8 +145,9 @@ func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 	return nil
 }
 
-// walkBackend calls file for every file below dir (relative names).
-func walkBackend(ctx context.Context, be storage.Backend, dir string, file func(rel string)) error {
+// walkBackend calls name for every file and directory below dir
+// (relative names).
+func walkBackend(ctx context.Context, be storage.Backend, dir string, name func(rel string)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -126,13 +163,12 @@ func walkBackend(ctx context.Context, be storage.Backend, dir string, file func(
 		if dir != "" {
 			rel = dir + "/" + fi.Name
 		}
+		name(rel)
 		if fi.IsDir {
-			if err := walkBackend(ctx, be, rel, file); err != nil {
+			if err := walkBackend(ctx, be, rel, name); err != nil {
 				return err
 			}
-			continue
 		}
-		file(rel)
 	}
 	return nil
 }
@@ -140,10 +176,17 @@ func walkBackend(ctx context.Context, be storage.Backend, dir string, file func(
 // runDigest walks at start and every rescan until ctx ends.
 func (d *nameDigest) run(ctx context.Context, ns *storage.Namespace, rescan time.Duration, log *slog.Logger) {
 	for {
+		select {
+		case <-d.kick: // this walk answers it
+		default:
+		}
 		start := time.Now()
 		err := d.walk(ctx, ns)
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errStale) {
+			continue // a directory moved in meanwhile: again, at once
 		}
 		if err != nil {
 			log.Warn("digest: walking the exports failed; the redirectors ask this server about every name until a walk succeeds", "err", err)
@@ -157,6 +200,8 @@ func (d *nameDigest) run(ctx context.Context, ns *storage.Namespace, rescan time
 			t.Stop()
 			return
 		case <-t.C:
+		case <-d.kick:
+			t.Stop()
 		}
 	}
 }

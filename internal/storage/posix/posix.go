@@ -51,10 +51,21 @@ type Options struct {
 	// at commit, so the first checksum query after an upload is free.
 	OnWrite []string
 	// OnChange, when set, is told of every name that appears (an upload
-	// committed, a rename's target) or goes (removed, a rename's source)
-	// through this backend, after the change is done: the federation's
-	// have and gone notices. It must not block.
-	OnChange func(name string, present bool)
+	// committed, a directory made, a rename's target) or goes (removed, a
+	// rename's source) through this backend, after the change is done:
+	// the federation's have and gone notices. It must not block.
+	OnChange func(Change)
+}
+
+// Change is a name that appeared or went through a Backend
+// (Options.OnChange).
+type Change struct {
+	Name    string
+	Present bool
+	// Dir: the name that appeared is a directory. Tree: a directory that
+	// appeared with what it holds (a rename's target) or went with it
+	// (a RemoveAll): the names below it are not told one by one.
+	Dir, Tree bool
 }
 
 // Backend serves one directory tree.
@@ -474,7 +485,7 @@ func (u *upload) publish(ctx context.Context, sums map[string][]byte) (storage.F
 	u.done = true
 	u.lease.release()
 	syncDir(u.b.root, storage.Dir(u.name))
-	u.b.changed(u.name, true)
+	u.b.changed(Change{Name: u.name, Present: true})
 	return info(u.name, fi), nil
 }
 
@@ -517,14 +528,14 @@ func (b *Backend) Remove(_ context.Context, name string) error {
 	if err := b.root.Remove(name); err != nil {
 		return mapErr("remove", name, err)
 	}
-	b.changed(name, false)
+	b.changed(Change{Name: name})
 	return nil
 }
 
 // changed tells Options.OnChange.
-func (b *Backend) changed(name string, present bool) {
+func (b *Backend) changed(c Change) {
 	if b.opts.OnChange != nil {
-		b.opts.OnChange(name, present)
+		b.opts.OnChange(c)
 	}
 }
 
@@ -542,7 +553,7 @@ func (b *Backend) RemoveAll(_ context.Context, name string) error {
 	if err := b.root.RemoveAll(name); err != nil {
 		return mapErr("remove", name, err)
 	}
-	b.changed(name, false)
+	b.changed(Change{Name: name, Tree: true})
 	return nil
 }
 
@@ -563,6 +574,7 @@ func (b *Backend) Mkdir(_ context.Context, name string, parents bool) error {
 	if err != nil {
 		return mapErr("mkdir", name, err)
 	}
+	b.changed(Change{Name: name, Present: true, Dir: true})
 	return nil
 }
 
@@ -619,17 +631,17 @@ func (b *Backend) Rename(_ context.Context, from, to string, overwrite bool) err
 				return mapErr("rename", from, err)
 			}
 			_ = b.root.RemoveAll(aside) // hidden; the move itself is done
-			b.changed(from, false)
+			b.changed(Change{Name: from, Tree: true})
+			b.changed(Change{Name: to, Present: true, Dir: true, Tree: true})
 			return nil
 		}
 	}
 	if err := b.root.Rename(from, to); err != nil {
 		return mapErr("rename", from, err)
 	}
-	b.changed(from, false)
-	if !src.IsDir() {
-		b.changed(to, true)
-	}
+	dir := src.IsDir()
+	b.changed(Change{Name: from, Tree: dir})
+	b.changed(Change{Name: to, Present: true, Dir: dir, Tree: dir})
 	return nil
 }
 
