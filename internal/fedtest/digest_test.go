@@ -79,7 +79,7 @@ func TestDigestsDirectories(t *testing.T) {
 		Server: func(s, i int, c *config.Config) {
 			c.Server.Federation.Digest = true
 			c.Server.Federation.DigestRescan = time.Hour // only the walk at start
-			if s == 0 && i == 0 { // a tree there before the server starts
+			if s == 0 && i == 0 {                        // a tree there before the server starts
 				dir := filepath.Join(c.Server.Exports[0].Path, "walked", "sub")
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
