@@ -246,9 +246,7 @@ func TestCloseCancelsRequest(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	if n := refreshGoroutines(); n != 0 {
-		t.Errorf("%d refresh goroutines after Close", n)
-	}
+	noRefreshLeft(t, "after Close")
 	v.Close() // twice is fine
 }
 
@@ -318,13 +316,7 @@ func TestNewErrors(t *testing.T) {
 		}
 		v.Close()
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for refreshGoroutines() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if n := refreshGoroutines(); n != 0 {
-		t.Errorf("%d refresh goroutines left", n)
-	}
+	noRefreshLeft(t, "after Close")
 }
 
 // Without any token asking, a failed load is retried (backoff, capped at

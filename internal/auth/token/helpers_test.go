@@ -125,17 +125,23 @@ func newVerifier(t testing.TB, cfg Config) *Verifier {
 	}
 	t.Cleanup(func() {
 		v.Close()
-		// Close has waited for the loops' wg.Done; a goroutine may still
-		// be on its way out of the deferred call for a moment.
-		deadline := time.Now().Add(2 * time.Second)
-		for refreshGoroutines() != 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if n := refreshGoroutines(); n != 0 {
-			t.Errorf("%d refresh goroutines left after Close", n)
-		}
+		noRefreshLeft(t, "after Close")
 	})
 	return v
+}
+
+// noRefreshLeft fails t unless the refresh loops are gone within 2 s:
+// Close has waited for the loops' wg.Done, but a goroutine may still be
+// on its way out of the deferred call for a moment.
+func noRefreshLeft(t testing.TB, when string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for refreshGoroutines() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := refreshGoroutines(); n != 0 {
+		t.Errorf("%d refresh goroutines left %s", n, when)
+	}
 }
 
 // refreshGoroutines counts the goroutines running a refresh loop.
