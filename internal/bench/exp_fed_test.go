@@ -378,6 +378,11 @@ func TestFedscaleQuick(t *testing.T) {
 			if n := netFloat(t, got[0], "answers"); n <= 0 {
 				t.Errorf("%s %s: no answers", design, class)
 			}
+			if class == "all" {
+				if late := netFloat(t, got[0], "dispatch_late_p50_ms"); late < 0 || late > 1000 {
+					t.Errorf("%s: dispatch lateness p50 %v ms", design, late)
+				}
+			}
 		}
 		for _, kind := range []string{"memory", "topology"} {
 			if len(selectRows(rows, "kind", kind, "design", design)) != 1 {

@@ -11,7 +11,11 @@ import (
 
 // The fedscale experiment's load: HEAD of a logical name at the global
 // redirector (not following the 307: the redirector's answer is what is
-// timed), open-loop at a given rate from many connections. Names are
+// timed), open-loop at a given rate from many connections. A request's
+// latency runs from its dispatch: a request waiting for a free
+// connection counts, the dispatcher's own lateness (Go's timers wake up
+// to a millisecond late on Linux: the poller sleeps in whole
+// milliseconds) does not, and is reported apart. Names are
 // Zipf-distributed over the files (a fixed permutation maps ranks to
 // files), and a share of them are names nobody holds. Each answer is
 // checked: a 307 must point at a member that holds the file, a 404 must
@@ -25,7 +29,7 @@ const (
 )
 
 type fsJob struct {
-	at    time.Time
+	at    time.Time // dispatched: the latency's start
 	name  string
 	file  int // -1: missing
 	class string
@@ -45,6 +49,8 @@ type fsStep struct {
 	wall    time.Duration
 	done    int
 	classes map[string]*fsClass
+	// late: each dispatch's delay past its scheduled time (ms).
+	late []float64
 }
 
 // fsLoader draws names and sends requests.
@@ -131,10 +137,11 @@ func (l *fsLoader) step(ctx context.Context, rate int, dur time.Duration, conns 
 	}
 	start := time.Now()
 	interval := time.Second / time.Duration(max(rate, 1))
+	res.late = make([]float64, 0, n)
 	for k := range n {
 		j := l.draw()
-		j.at = start.Add(time.Duration(k) * interval)
-		if d := time.Until(j.at); d > 0 {
+		sched := start.Add(time.Duration(k) * interval)
+		if d := time.Until(sched); d > 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(d):
@@ -143,6 +150,8 @@ func (l *fsLoader) step(ctx context.Context, rate int, dur time.Duration, conns 
 		if ctx.Err() != nil {
 			break
 		}
+		j.at = time.Now()
+		res.late = append(res.late, float64(j.at.Sub(sched))/float64(time.Millisecond))
 		jobs <- j
 	}
 	close(jobs)
