@@ -384,6 +384,15 @@ func TestFedscaleQuick(t *testing.T) {
 				}
 			}
 		}
+		// nginx is installed by the test setup: the ceiling ran.
+		ceil := selectRows(rows, "kind", "step", "design", design, "class", "ceiling (nginx, static HEAD)")
+		if len(ceil) != 1 || netFloat(t, ceil[0], "answers") <= 0 || netFloat(t, ceil[0], "errors") != 0 {
+			t.Errorf("%s: ceiling rows %v", design, ceil)
+		}
+		warm := selectRows(rows, "kind", "step", "design", design, "class", fsWarm)
+		if r := netFloat(t, warm[0], "p50_over_ceiling"); r <= 0 {
+			t.Errorf("%s: warm p50 over the ceiling's %v", design, r)
+		}
 		for _, kind := range []string{"memory", "topology"} {
 			if len(selectRows(rows, "kind", kind, "design", design)) != 1 {
 				t.Errorf("%s: no %s row", design, kind)

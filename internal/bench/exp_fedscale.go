@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/wanda-fed/wanda/internal/fedsim"
@@ -98,8 +100,12 @@ func runFedscale(ctx context.Context, r *Run) error {
 	r.Note("tree: 1 global redirector over %d regions over %d sites (processes), %d fedsim members (%d per site, in this process); %d files with 1 to %d replicas (the replicas of a file at members %d apart: other sites, other regions)",
 		regions, sites, members, members/sites, files, replicas, members/replicas+1)
 	r.Note("load: HEAD at the global, open loop from %d connections, %d s steps; Zipf(%.2f) over the files, %.0f%% names nobody holds; latency from the dispatch to the answer (the dispatcher's lateness past the schedule reported apart: dispatch_late_p50_ms); %v of the first rate before the first step, not measured (its names count as asked)", conns, int(step.Seconds()), zipf, missing*100, fsWarmUp)
+	ceiling, err := fedscaleCeiling(ctx, r)
+	if err != nil {
+		return err
+	}
 	for _, d := range designs {
-		if err := fedscaleDesign(ctx, r, ns, d, regions, sites, rates, step, conns, zipf, missing); err != nil {
+		if err := fedscaleDesign(ctx, r, ns, d, regions, sites, rates, step, conns, zipf, missing, ceiling); err != nil {
 			return fmt.Errorf("design %s: %w", d.Name, err)
 		}
 	}
@@ -109,9 +115,27 @@ func runFedscale(ctx context.Context, r *Run) error {
 	return nil
 }
 
+// fedscaleCeiling starts the ceiling's peer: an nginx serving a one-byte
+// file, whose URL it returns ("" without nginx: no ceiling).
+func fedscaleCeiling(ctx context.Context, r *Run) (string, error) {
+	dir := filepath.Join(r.Dir(), "ceiling")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		return "", err
+	}
+	base, ok, err := r.StartNginx(ctx, dir)
+	if err != nil || !ok {
+		return "", err
+	}
+	r.Note("ceiling: after each step, the same schedule of HEADs of a static file at nginx (2 workers), the tree still running: the HTTP round trip this machine gives the same client under the same background work")
+	return base + "/f", nil
+}
+
 // fedscaleDesign runs one design: the tree, the steps, the costs, the
 // faults.
-func fedscaleDesign(ctx context.Context, r *Run, ns fedsim.Namespace, d fsDesign, regions, sites int, rates []int, step time.Duration, conns int, zipf, missing float64) error {
+func fedscaleDesign(ctx context.Context, r *Run, ns fedsim.Namespace, d fsDesign, regions, sites int, rates []int, step time.Duration, conns int, zipf, missing float64, ceiling string) error {
 	start := time.Now()
 	t, err := startTree(ctx, r, ns, d, regions, sites)
 	if err != nil {
@@ -144,10 +168,15 @@ func fedscaleDesign(ctx context.Context, r *Run, ns fedsim.Namespace, d fsDesign
 		u0 := t.usage()
 		res := l.step(ctx, rate, step, conns)
 		u1 := t.usage()
+		var ceil *fsStep
+		if ceiling != "" {
+			c := l.ceiling(ctx, ceiling, rate, step, conns)
+			ceil = &c
+		}
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		worst := fedscaleRows(r, d, res, u0, u1)
+		worst := fedscaleRows(r, d, res, ceil, u0, u1)
 		if worst > 100 {
 			r.Note("%s: p99 passed 100 ms at %d/s (%.1f ms): the last step", d.Name, rate, worst)
 			break
@@ -169,9 +198,9 @@ func fedscaleDesign(ctx context.Context, r *Run, ns fedsim.Namespace, d fsDesign
 	return nil
 }
 
-// fedscaleRows records a step's rows (one per class and one in all) and
-// returns the worst p99 in ms.
-func fedscaleRows(r *Run, d fsDesign, res fsStep, u0, u1 levelUsage) float64 {
+// fedscaleRows records a step's rows (one per class, one in all, and
+// the ceiling's when ceil is not nil) and returns the worst p99 in ms.
+func fedscaleRows(r *Run, d fsDesign, res fsStep, ceil *fsStep, u0, u1 levelUsage) float64 {
 	wall := res.wall.Seconds()
 	cpu := func(level string, per int) float64 {
 		return netRound(float64(u1.cpu[level]-u0.cpu[level])/float64(time.Second)/wall*100/float64(max(per, 1)), 1)
@@ -187,13 +216,23 @@ func fedscaleRows(r *Run, d fsDesign, res fsStep, u0, u1 levelUsage) float64 {
 		s := Summarize(c.lat)
 		p99 := percentile(c.lat, 0.99)
 		worst = max(worst, p99)
-		goal := ""
+		goal, overCeiling := "", any("")
 		if class == fsWarm {
 			goal = goalMet(s.Median <= 0.5, "warm p50 <= 0.5 ms")
+			if ceil != nil {
+				overCeiling = netRound(s.Median/percentile(ceil.classes[fsCeiling].lat, 0.5), 3)
+			}
 		}
 		r.Row("kind", "step", "design", d.Name, "offered_per_s", res.rate, "class", class, "answers", len(c.lat),
 			"p50_ms", netRound(s.Median, 3), "p99_ms", netRound(p99, 3), "max_ms", netRound(s.Max, 3),
-			"errors", c.errors, "5xx", c.fiveXX, "false_404", c.false404, "wrong_holder", c.wrongHolder, "goal", goal)
+			"errors", c.errors, "5xx", c.fiveXX, "false_404", c.false404, "wrong_holder", c.wrongHolder,
+			"p50_over_ceiling", overCeiling, "goal", goal)
+	}
+	if ceil != nil {
+		c := ceil.classes[fsCeiling]
+		r.Row("kind", "step", "design", d.Name, "offered_per_s", res.rate, "class", "ceiling (nginx, static HEAD)",
+			"answers", len(c.lat), "p50_ms", netRound(percentile(c.lat, 0.5), 3), "p99_ms", netRound(percentile(c.lat, 0.99), 3),
+			"errors", c.errors, "dispatch_late_p50_ms", netRound(percentile(ceil.late, 0.5), 3))
 	}
 	sustained := float64(res.done) / wall
 	p99 := percentile(all, 0.99)

@@ -104,15 +104,51 @@ func (l *fsLoader) draw() fsJob {
 
 // step sends rate requests a second for dur from conns connections.
 func (l *fsLoader) step(ctx context.Context, rate int, dur time.Duration, conns int) fsStep {
+	return l.run(ctx, rate, dur, conns, []string{fsCold, fsWarm, fsMissing}, l.draw, l.do)
+}
+
+// fsCeiling is the class of the ceiling's requests.
+const fsCeiling = "ceiling"
+
+// ceiling sends the same schedule of HEADs of one static file to a peer
+// (nginx): what this machine's HTTP costs the same client under the
+// same tree's background work.
+func (l *fsLoader) ceiling(ctx context.Context, fileURL string, rate int, dur time.Duration, conns int) fsStep {
+	next := func() fsJob { return fsJob{name: fileURL, class: fsCeiling} }
+	return l.run(ctx, rate, dur, conns, []string{fsCeiling}, next, func(ctx context.Context, j fsJob) (string, float64) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, j.name, nil)
+		if err != nil {
+			return "error", 0
+		}
+		resp, err := l.client.Do(req)
+		if err != nil {
+			return "error", 0
+		}
+		resp.Body.Close()
+		ms := float64(time.Since(j.at)) / float64(time.Millisecond)
+		if resp.StatusCode != http.StatusOK {
+			return "error", ms
+		}
+		return "", ms
+	})
+}
+
+// run sends rate requests a second for dur from conns connections: next
+// draws them, send sends one (its class "" when the answer is right).
+func (l *fsLoader) run(ctx context.Context, rate int, dur time.Duration, conns int, classes []string,
+	next func() fsJob, send func(context.Context, fsJob) (string, float64)) fsStep {
 	n := int(float64(rate) * dur.Seconds())
 	jobs := make(chan fsJob, n)
-	res := fsStep{rate: rate, classes: map[string]*fsClass{fsCold: {}, fsWarm: {}, fsMissing: {}}}
+	res := fsStep{rate: rate, classes: map[string]*fsClass{}}
+	for _, c := range classes {
+		res.classes[c] = &fsClass{}
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Go(func() {
 			for j := range jobs {
-				class, lat := l.do(ctx, j)
+				class, lat := send(ctx, j)
 				mu.Lock()
 				c := res.classes[j.class]
 				switch class {
@@ -139,7 +175,7 @@ func (l *fsLoader) step(ctx context.Context, rate int, dur time.Duration, conns 
 	interval := time.Second / time.Duration(max(rate, 1))
 	res.late = make([]float64, 0, n)
 	for k := range n {
-		j := l.draw()
+		j := next()
 		sched := start.Add(time.Duration(k) * interval)
 		if d := time.Until(sched); d > 0 {
 			select {
