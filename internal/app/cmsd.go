@@ -103,8 +103,8 @@ func (u *upstreams) stop(ctx context.Context) {
 // onChange turns a backend's change of a name under prefix into a
 // notice for the parents (fed.Upstream.Notify). Without a digest, a
 // directory's appearance is not told (XRootD's data servers tell files).
-// With one, a directory that came with what it holds (moved in) makes
-// the digest walk again: its names below were not told.
+// With one, a directory that came with what it holds (moved in) has its
+// tree walked for the digest: its names below were not told.
 func (u *upstreams) onChange(prefix string) func(posix.Change) {
 	base := "/" + strings.Trim(prefix, "/")
 	return func(c posix.Change) {
@@ -120,7 +120,7 @@ func (u *upstreams) onChange(prefix string) func(posix.Change) {
 		}
 		u.notifyNames(base, p, c)
 		if c.Tree && c.Present {
-			u.digest.rewalk()
+			u.digest.movedIn(p)
 		}
 	}
 }

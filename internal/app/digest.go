@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +17,9 @@ import (
 // nameDigest is a server's digest of the names it holds
 // (server.federation.digest), files and directories: a walk of the
 // exports, and what was written and removed through wanda since. A
-// directory moved through wanda brings names nobody told: the digest is
-// withdrawn (the redirectors ask this server about every name again)
-// until a new walk completes.
+// directory moved in through wanda brings names nobody told one by one:
+// its tree is walked on its own, and the digest is withdrawn (the
+// redirectors ask this server about every name) until that is done.
 type nameDigest struct {
 	mu      sync.Mutex
 	base    fed.Digest
@@ -25,10 +27,10 @@ type nameDigest struct {
 	walking bool
 	during  []change // notices while a walk runs, replayed over its result
 	gen     uint64
-	ok      bool // a walk completed, and nothing untold came since
-	// stale: names came that no notice told (a directory moved in) since
-	// the running walk began; kick starts a walk at once.
-	stale bool
+	walked  bool // a walk of the exports completed
+	// trees are the directories moved in whose names below are not
+	// counted yet (logical paths, in order); kick has run walk them.
+	trees []string
 	kick  chan struct{}
 }
 
@@ -47,10 +49,11 @@ func (d *nameDigest) hasLocked(path string) bool {
 	return d.base.Count(fp)+int(d.overlay[fp]) > 0
 }
 
-// rewalk withdraws the digest until a walk begun from now completes.
-func (d *nameDigest) rewalk() {
+// movedIn notes a directory that came with what it holds (a rename's
+// target): the digest is withdrawn until its tree is walked.
+func (d *nameDigest) movedIn(path string) {
 	d.mu.Lock()
-	d.ok, d.stale = false, true
+	d.trees = append(d.trees, path)
 	d.gen++
 	d.mu.Unlock()
 	select {
@@ -58,10 +61,6 @@ func (d *nameDigest) rewalk() {
 	default:
 	}
 }
-
-// errStale ends a walk that began before a rewalk: its result may miss
-// the names that came.
-var errStale = errors.New("names came during the walk that it may have missed")
 
 // note records a name created (present) or removed; the caller holds mu.
 func (d *nameDigest) noteLocked(path string, present bool) {
@@ -87,7 +86,7 @@ func (d *nameDigest) apply(fp uint32, present bool) {
 func (d *nameDigest) snapshot() (fed.Digest, uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.ok {
+	if !d.walked || len(d.trees) > 0 {
 		return nil, 0, false
 	}
 	out := slices.Clone(d.base)
@@ -109,7 +108,8 @@ func (d *nameDigest) snapshot() (fed.Digest, uint64, bool) {
 // notices of the walk's time are replayed over it.
 func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 	d.mu.Lock()
-	d.walking, d.during, d.stale = true, nil, false
+	d.walking, d.during = true, nil
+	covered := len(d.trees) // moved in before the walk: it sees them
 	d.mu.Unlock()
 	var fps []uint32
 	var err error
@@ -130,17 +130,49 @@ func (d *nameDigest) walk(ctx context.Context, ns *storage.Namespace) error {
 	defer d.mu.Unlock()
 	during := d.during
 	d.walking, d.during = false, nil
-	if err == nil && d.stale {
-		err = errStale
-	}
 	if err != nil {
 		return err
 	}
+	d.trees = d.trees[covered:]
 	d.base, d.overlay = fed.NewDigest(fps), map[uint32]int32{}
 	for _, c := range during {
 		d.apply(c.fp, c.present)
 	}
-	d.ok = true
+	d.walked = true
+	d.gen++
+	return nil
+}
+
+// walkTrees counts the names below the directories moved in (movedIn)
+// and takes them off the list; on an error they stay, the digest
+// withdrawn, until the next round or the next walk of the exports. It
+// runs on run's goroutine, as walk does.
+func (d *nameDigest) walkTrees(ctx context.Context, ns *storage.Namespace) error {
+	d.mu.Lock()
+	trees := slices.Clone(d.trees)
+	d.mu.Unlock()
+	if len(trees) == 0 {
+		return nil
+	}
+	var fps []uint32
+	for _, t := range trees {
+		e, rel, ok := ns.Resolve(strings.TrimPrefix(t, "/"))
+		if !ok {
+			continue
+		}
+		prefix := strings.TrimSuffix("/"+e.Prefix, "/")
+		if err := walkBackend(ctx, e.Backend, rel, func(r string) {
+			fps = append(fps, fed.Fingerprint(prefix+"/"+r))
+		}); err != nil {
+			return fmt.Errorf("the directory moved in at %s: %w", t, err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, fp := range fps {
+		d.apply(fp, true)
+	}
+	d.trees = d.trees[len(trees):] // (walk runs on this goroutine too: none taken off meanwhile)
 	d.gen++
 	return nil
 }
@@ -173,20 +205,14 @@ func walkBackend(ctx context.Context, be storage.Backend, dir string, name func(
 	return nil
 }
 
-// runDigest walks at start and every rescan until ctx ends.
+// run walks the exports at start and every rescan, and the trees moved
+// in as they come, until ctx ends.
 func (d *nameDigest) run(ctx context.Context, ns *storage.Namespace, rescan time.Duration, log *slog.Logger) {
 	for {
-		select {
-		case <-d.kick: // this walk answers it
-		default:
-		}
 		start := time.Now()
 		err := d.walk(ctx, ns)
 		if ctx.Err() != nil {
 			return
-		}
-		if errors.Is(err, errStale) {
-			continue // a directory moved in meanwhile: again, at once
 		}
 		if err != nil {
 			log.Warn("digest: walking the exports failed; the redirectors ask this server about every name until a walk succeeds", "err", err)
@@ -194,14 +220,20 @@ func (d *nameDigest) run(ctx context.Context, ns *storage.Namespace, rescan time
 			snap, _, _ := d.snapshot()
 			log.Info("digest: exports walked", "names", len(snap), "took", time.Since(start).Round(time.Millisecond))
 		}
-		t := time.NewTimer(rescan)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		case <-d.kick:
-			t.Stop()
+		next := time.NewTimer(rescan)
+	wait:
+		for {
+			if err := d.walkTrees(ctx, ns); err != nil && ctx.Err() == nil {
+				log.Warn("digest: walking a directory moved in failed; the redirectors ask this server about every name until a walk succeeds", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				next.Stop()
+				return
+			case <-next.C:
+				break wait
+			case <-d.kick:
+			}
 		}
 	}
 }
