@@ -116,21 +116,27 @@ const fsCeiling = "ceiling"
 func (l *fsLoader) ceiling(ctx context.Context, fileURL string, rate int, dur time.Duration, conns int) fsStep {
 	next := func() fsJob { return fsJob{name: fileURL, class: fsCeiling} }
 	return l.run(ctx, rate, dur, conns, []string{fsCeiling}, next, func(ctx context.Context, j fsJob) (string, float64) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodHead, j.name, nil)
-		if err != nil {
-			return "error", 0
-		}
-		resp, err := l.client.Do(req)
-		if err != nil {
-			return "error", 0
-		}
-		resp.Body.Close()
-		ms := float64(time.Since(j.at)) / float64(time.Millisecond)
-		if resp.StatusCode != http.StatusOK {
+		resp, ms, err := l.head(ctx, j.name, j.at)
+		if err != nil || resp.StatusCode != http.StatusOK {
 			return "error", ms
 		}
 		return "", ms
 	})
+}
+
+// head sends a HEAD of u (the answer's body closed); ms runs from at,
+// the dispatch, to the answer.
+func (l *fsLoader) head(ctx context.Context, u string, at time.Time) (resp *http.Response, ms float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err = l.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp.Body.Close()
+	return resp, float64(time.Since(at)) / float64(time.Millisecond), nil
 }
 
 // run sends rate requests a second for dur from conns connections: next
@@ -198,16 +204,10 @@ func (l *fsLoader) run(ctx context.Context, rate int, dur time.Duration, conns i
 
 // do sends one request; class "" is a correct answer, its latency in ms.
 func (l *fsLoader) do(ctx context.Context, j fsJob) (class string, ms float64) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, l.t.global.URL+j.name, nil)
+	resp, ms, err := l.head(ctx, l.t.global.URL+j.name, j.at)
 	if err != nil {
 		return "error", 0
 	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return "error", 0
-	}
-	resp.Body.Close()
-	ms = float64(time.Since(j.at)) / float64(time.Millisecond)
 	switch {
 	case resp.StatusCode >= 500:
 		return "5xx", ms
