@@ -183,6 +183,7 @@ func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths stri
 		return u.sendAvail(l)
 	}
 	if err := report(true); err != nil {
+		_ = l.close() // the reader ends the session (and logs in again)
 		return
 	}
 	for {

@@ -91,6 +91,33 @@ func TestUplinkConversation(t *testing.T) {
 	eventually(t, "a login with the new exports", func() bool { m, _ := member(rd, id); return len(m.Exports) == 2 })
 }
 
+// The exports change between the login and the session's first report
+// (a redirector's first member joins as it logs in): the session ends
+// and the member logs in again with them. It used to stay on with the
+// exports of its login, suspended, until the manager went away.
+func TestUplinkExportsChangeAtLogin(t *testing.T) {
+	rd, addr := startListener(t, nil)
+	s := &selfState{exports: []fed.Export{{Prefix: "/store"}}}
+	var calls atomic.Int32
+	self := func() fed.Member {
+		m := s.self()
+		if calls.Add(1) > 1 { // the login's own call saw one export
+			m.Exports = append(m.Exports, fed.Export{Prefix: "/more", ReadOnly: true})
+		}
+		return m
+	}
+	u := cmsd.StartUplink(cmsd.UplinkOptions{Manager: addr, Self: self, Locate: s.has, Interval: time.Hour})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		u.Stop(ctx)
+	})
+	eventually(t, "a login with the exports of after the first one", func() bool {
+		m, ok := member(rd, "root://127.0.0.1:1094")
+		return ok && len(m.Exports) == 2
+	})
+}
+
 // fakeManager runs a manager that reads each login and hands the
 // connection to answer; it counts the logins it read.
 func fakeManager(t *testing.T, answer func(c net.Conn)) (addr string, logins *atomic.Int32) {
