@@ -106,6 +106,10 @@ type Service struct {
 	// storages are the bans and storage limits, loads the links' loads
 	// as the scheduler last read them (for choosing among sources).
 	storages atomic.Pointer[storages]
+	// refreshMu orders refreshBans: a refresh that read the store before
+	// a ban was written must not store its view after one that read it
+	// after (the scheduler's periodic one against an API call's).
+	refreshMu sync.Mutex
 	loads    atomic.Pointer[[]store.LinkLoad]
 	// dlg is the delegated proxies' state (delegation.go, delegated.go).
 	dlg delegations

@@ -19,6 +19,8 @@ type storages struct {
 
 // refreshBans reads the bans and storage configurations again.
 func (s *Service) refreshBans(ctx context.Context) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	bans, err := s.st.Bans(ctx)
 	if err != nil {
 		s.log.Warn("reading banned storages", "err", err)
