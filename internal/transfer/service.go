@@ -110,7 +110,7 @@ type Service struct {
 	// a ban was written must not store its view after one that read it
 	// after (the scheduler's periodic one against an API call's).
 	refreshMu sync.Mutex
-	loads    atomic.Pointer[[]store.LinkLoad]
+	loads     atomic.Pointer[[]store.LinkLoad]
 	// dlg is the delegated proxies' state (delegation.go, delegated.go).
 	dlg delegations
 }
