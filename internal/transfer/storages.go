@@ -31,6 +31,9 @@ func (s *Service) refreshBans(ctx context.Context) {
 		s.log.Warn("reading storage configurations", "err", err)
 		return
 	}
+	if testHookBansRead != nil {
+		testHookBansRead()
+	}
 	sp := &storages{banned: map[string]string{}, inbound: map[string]int{}, outbound: map[string]int{}}
 	for _, b := range bans {
 		sp.banned[b.SE] = b.Status
@@ -48,6 +51,10 @@ func (s *Service) refreshBans(ctx context.Context) {
 	}
 	s.storages.Store(sp)
 }
+
+// testHookBansRead, when set by a test, runs in refreshBans between its
+// reading the store and its keeping what it read.
+var testHookBansRead func()
 
 // bannedSource reports whether a source's storage is banned (a file
 // does not go on to it).
