@@ -193,12 +193,8 @@ func banCancel(ctx context.Context, tx pgx.Tx, se string) ([]string, error) {
 func (s *Store) Unban(ctx context.Context, se string) ([]string, error) {
 	var affected []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM bans WHERE se = $1`, se)
-		if err != nil {
+		if err := execSome(ctx, tx, `DELETE FROM bans WHERE se = $1`, se); err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrNotFound
 		}
 		rows, err := tx.Query(ctx, `UPDATE files SET state = 'SUBMITTED'
 			WHERE state = 'ON_HOLD' AND (source_se = $1 OR dest_se = $1)

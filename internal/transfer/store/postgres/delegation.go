@@ -67,15 +67,11 @@ func (s *Store) DelegationRequest(ctx context.Context, id, dn string) (store.Del
 // PutCredential implements store.Delegations.
 func (s *Store) PutCredential(ctx context.Context, c store.Credential) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM delegation_requests WHERE dlg_id = $1 AND dn = $2 AND priv_key = $3`,
-			c.ID, c.DN, string(c.Key))
-		if err != nil {
+		if err := execSome(ctx, tx, `DELETE FROM delegation_requests WHERE dlg_id = $1 AND dn = $2 AND priv_key = $3`,
+			c.ID, c.DN, string(c.Key)); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrNotFound
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO credentials (dlg_id, dn, chain, priv_key, fqans, expires, stored) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		_, err := tx.Exec(ctx, `INSERT INTO credentials (dlg_id, dn, chain, priv_key, fqans, expires, stored) VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (dlg_id, dn) DO UPDATE SET chain = excluded.chain, priv_key = excluded.priv_key, fqans = excluded.fqans,
 				expires = excluded.expires, stored = excluded.stored`,
 			c.ID, c.DN, string(c.Chain), string(c.Key), strings.Join(c.FQANs, "\n"), utc(c.Expires), utc(c.Stored))
@@ -110,14 +106,7 @@ func (s *Store) DeleteCredential(ctx context.Context, id, dn string) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM delegation_requests WHERE dlg_id = $1 AND dn = $2`, id, dn); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM credentials WHERE dlg_id = $1 AND dn = $2`, id, dn)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrNotFound
-		}
-		return nil
+		return execSome(ctx, tx, `DELETE FROM credentials WHERE dlg_id = $1 AND dn = $2`, id, dn)
 	})
 	if err != nil {
 		return fmt.Errorf("delete the credential of %s: %w", id, err)

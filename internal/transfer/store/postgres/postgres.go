@@ -109,3 +109,15 @@ func fromOpt(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// execSome runs q in tx; no row changed is store.ErrNotFound.
+func execSome(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+	tag, err := tx.Exec(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

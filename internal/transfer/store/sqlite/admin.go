@@ -204,16 +204,12 @@ func (s *Store) Unban(ctx context.Context, se string) ([]string, error) {
 	var affected []string
 	err := s.write(ctx, func(tx *wtx) error {
 		affected = affected[:0]
-		res, err := tx.ExecContext(ctx, `DELETE FROM bans WHERE se = ?`, se)
-		if err != nil {
+		if err := execSome(ctx, tx, `DELETE FROM bans WHERE se = ?`, se); err != nil {
 			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return store.ErrNotFound
 		}
 		const free = `state = 'ON_HOLD' AND (source_se = ?1 OR dest_se = ?1)
 			AND NOT EXISTS (SELECT 1 FROM bans b WHERE b.se IN (files.source_se, files.dest_se))`
-		err = each(ctx, tx, func(r *sql.Rows) error {
+		err := each(ctx, tx, func(r *sql.Rows) error {
 			var id string
 			err := r.Scan(&id)
 			affected = append(affected, id)
@@ -277,14 +273,7 @@ func jsonOr(raw json.RawMessage) string {
 // DeleteSEConfig implements store.Store.
 func (s *Store) DeleteSEConfig(ctx context.Context, se string) error {
 	err := s.write(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM se_config WHERE se = ?`, se)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return store.ErrNotFound
-		}
-		return nil
+		return execSome(ctx, tx, `DELETE FROM se_config WHERE se = ?`, se)
 	})
 	if err != nil {
 		return fmt.Errorf("delete configuration of %s: %w", se, err)

@@ -65,15 +65,11 @@ func (s *Store) DelegationRequest(ctx context.Context, id, dn string) (store.Del
 // PutCredential implements store.Delegations.
 func (s *Store) PutCredential(ctx context.Context, c store.Credential) error {
 	err := s.write(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM delegation_requests WHERE dlg_id = ? AND dn = ? AND priv_key = ?`,
-			c.ID, c.DN, string(c.Key))
-		if err != nil {
+		if err := execSome(ctx, tx, `DELETE FROM delegation_requests WHERE dlg_id = ? AND dn = ? AND priv_key = ?`,
+			c.ID, c.DN, string(c.Key)); err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return store.ErrNotFound
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO credentials (dlg_id, dn, chain, priv_key, fqans, expires, stored) VALUES (?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO credentials (dlg_id, dn, chain, priv_key, fqans, expires, stored) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (dlg_id, dn) DO UPDATE SET chain = excluded.chain, priv_key = excluded.priv_key, fqans = excluded.fqans,
 				expires = excluded.expires, stored = excluded.stored`,
 			c.ID, c.DN, string(c.Chain), string(c.Key), strings.Join(c.FQANs, "\n"), ts(c.Expires), ts(c.Stored))
@@ -117,14 +113,7 @@ func (s *Store) DeleteCredential(ctx context.Context, id, dn string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM delegation_requests WHERE dlg_id = ? AND dn = ?`, id, dn); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM credentials WHERE dlg_id = ? AND dn = ?`, id, dn)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return store.ErrNotFound
-		}
-		return nil
+		return execSome(ctx, tx, `DELETE FROM credentials WHERE dlg_id = ? AND dn = ?`, id, dn)
 	})
 	if err != nil {
 		return fmt.Errorf("delete the credential of %s: %w", id, err)

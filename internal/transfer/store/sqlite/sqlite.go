@@ -152,6 +152,18 @@ func (s *Store) prepare(queries []string) {
 }
 
 // wtx is a write transaction that runs the Store's prepared statements.
+// execSome runs q in tx; no row changed is store.ErrNotFound.
+func execSome(ctx context.Context, tx *wtx, q string, args ...any) error {
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
 type wtx struct {
 	*sql.Tx
 	stmts  map[string]*sql.Stmt // read only
