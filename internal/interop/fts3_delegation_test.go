@@ -27,7 +27,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wanda-fed/wanda/internal/config"
-	"github.com/wanda-fed/wanda/internal/testcert"
 	"github.com/wanda-fed/wanda/internal/testproc"
 	"github.com/wanda-fed/wanda/internal/testserver"
 	"github.com/wanda-fed/wanda/internal/transfer/store/postgres/pgtest"
@@ -78,23 +77,9 @@ func startDlgSites(t *testing.T, o dlgOptions, dbs ...string) *dlgSite {
 	s := &dlgSite{g: makeGridPKI(t), srcDir: t.TempDir(), dstDir: t.TempDir()}
 	s.proxy = s.g.opensslProxy(t)
 	s.userCert, s.userKy = s.g.userCert, s.g.userKey
-	srv := testcert.New(t)
 	d := t.TempDir()
-	srvPEM, srvKey := filepath.Join(d, "server.pem"), filepath.Join(d, "server.key")
-	if err := os.WriteFile(srvPEM, srv.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(srvKey, srv.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.capath = filepath.Join(d, "capath")
-	if err := os.MkdirAll(s.capath, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hash := strings.TrimSpace(string(mustRun(t, d, openssl, "x509", "-hash", "-noout", "-in", srvPEM).Stdout))
-	if err := os.WriteFile(filepath.Join(s.capath, hash+".0"), srv.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, srvPEM, srvKey, capath := serverCertFiles(t, openssl, d)
+	s.capath = capath
 	s.records = filepath.Join(d, "dst-records.jsonl")
 	storage := func(records string) func(c *config.Config) {
 		return func(c *config.Config) {

@@ -24,24 +24,8 @@ func TestFTSX509(t *testing.T) {
 	openssl := requireTool(t, "openssl")
 	g := makeGridPKI(t)
 	proxy := g.opensslProxy(t)
-	srv := testcert.New(t)
 	d := t.TempDir()
-	srvPEM, srvKey := filepath.Join(d, "server.pem"), filepath.Join(d, "server.key")
-	if err := os.WriteFile(srvPEM, srv.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(srvKey, srv.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The service's certificate in a hashed CA directory, for the clients.
-	capath := filepath.Join(d, "capath")
-	if err := os.MkdirAll(capath, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hash := strings.TrimSpace(string(mustRun(t, d, openssl, "x509", "-hash", "-noout", "-in", srvPEM).Stdout))
-	if err := os.WriteFile(filepath.Join(capath, hash+".0"), srv.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, srvPEM, srvKey, capath := serverCertFiles(t, openssl, d)
 	is := authtest.NewIssuer(t)
 	robot := is.Token(t, "fts", map[string]any{"sub": "robot"})
 	svc := startChild(t, "transfer", "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "t.db"),
@@ -107,4 +91,28 @@ func TestFTSX509(t *testing.T) {
 	if code := apiJSON(t, noCert, "GET", svc.URL+"/whoami", "", nil, nil); code != http.StatusUnauthorized {
 		t.Errorf("whoami without a credential: %d", code)
 	}
+}
+
+// serverCertFiles writes a loopback server certificate (srv) and its
+// key in dir, and the certificate in a hashed CA directory (dir/capath)
+// for the clients (--capath).
+func serverCertFiles(t *testing.T, openssl, dir string) (srv testcert.Pair, certPEM, keyPEM, capath string) {
+	t.Helper()
+	srv = testcert.New(t)
+	certPEM, keyPEM = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(certPEM, srv.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPEM, srv.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capath = filepath.Join(dir, "capath")
+	if err := os.MkdirAll(capath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.TrimSpace(string(mustRun(t, dir, openssl, "x509", "-hash", "-noout", "-in", certPEM).Stdout))
+	if err := os.WriteFile(filepath.Join(capath, hash+".0"), srv.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, certPEM, keyPEM, capath
 }
