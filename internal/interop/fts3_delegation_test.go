@@ -219,8 +219,7 @@ func TestFTSDelegation(t *testing.T) {
 	if err := json.Unmarshal(r.Stdout, &who); r.Err != nil || err != nil {
 		t.Fatalf("fts-rest-whoami: %v %v\n%s%s", r.Err, err, r.Stdout, r.Stderr)
 	}
-	sum := sha1.Sum([]byte(aliceDN)) // FTS3's: SHA-1 of the DN and the FQANs (none), 16 hex digits
-	dlg := hex.EncodeToString(sum[:])[:16]
+	dlg := aliceDelegationID()
 	if who["delegation_id"] != dlg || who["user_dn"] != aliceDN {
 		t.Fatalf("whoami: %v, want delegation_id %s", who, dlg)
 	}
@@ -308,13 +307,8 @@ print(json.dumps({"dlg": dlg, "state": st["job_state"], "reason": st["reason"]})
 // nothing stored (GET /delegation/ID stays null).
 func TestFTSDelegationHostile(t *testing.T) {
 	s := startDlgSite(t)
-	sum := sha1.Sum([]byte(aliceDN))
-	dlg := hex.EncodeToString(sum[:])[:16]
-	alice, err := tls.LoadX509KeyPair(s.userCert, s.userKy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aliceCert, _ := x509.ParseCertificate(alice.Certificate[0])
+	dlg := aliceDelegationID()
+	alice, aliceCert := s.alice(t)
 	mallory := s.g.otherUser(t, "Mallory")
 	malloryCert, _ := x509.ParseCertificate(mallory.Certificate[0])
 
@@ -399,13 +393,8 @@ func TestFTSDelegationTwoInstances(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
 	s := startDlgSites(t, dlgOptions{Sealed: true}, dsn, dsn)
 	a, b := s.svcs[0], s.svcs[1]
-	sum := sha1.Sum([]byte(aliceDN))
-	dlg := hex.EncodeToString(sum[:])[:16]
-	alice, err := tls.LoadX509KeyPair(s.userCert, s.userKy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aliceCert, _ := x509.ParseCertificate(alice.Certificate[0])
+	dlg := aliceDelegationID()
+	alice, aliceCert := s.alice(t)
 	code, reqPEM := s.callAt(t, a, s.hc, "GET", "/delegation/"+dlg+"/request", nil)
 	blk, _ := pem.Decode([]byte(reqPEM))
 	if code != 200 || blk == nil {
@@ -592,4 +581,25 @@ func chainPEM(proxy []byte, certs ...*x509.Certificate) []byte {
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
 	}
 	return out
+}
+
+// aliceDelegationID is alice's delegation id as FTS3 makes it: the SHA-1
+// of the DN and the FQANs (none), 16 hex digits.
+func aliceDelegationID() string {
+	sum := sha1.Sum([]byte(aliceDN))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// alice is the user's certificate and key, and the certificate parsed.
+func (s *dlgSite) alice(t *testing.T) (tls.Certificate, *x509.Certificate) {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(s.userCert, s.userKy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair, c
 }
