@@ -131,24 +131,11 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	// Locate names replicas and local paths: on a protected site, for
 	// the federation (its token) and for clients who may read the path.
 	locate := locateGate{next: gated, policy: r.policy, token: c.Token}
-	var prober *probe.Prober
-	if pc := c.Probe; pc.Path != "" {
-		po := probe.Options{Redirector: u, Path: pc.Path, Write: pc.Write, Every: pc.Every, Timeout: pc.Timeout,
-			Members: func(ctx context.Context) []fed.Node { return probe.Flatten(rd.Topology(ctx, 8)) },
-			Log:     r.log.With("component", "probe"), Registry: r.reg}
-		if pc.TokenFile != "" {
-			po.Token = func() (string, error) {
-				b, err := os.ReadFile(pc.TokenFile)
-				return strings.TrimSpace(string(b)), err
-			}
-		}
-		if prober, err = probe.New(po); err != nil {
-			return err
-		}
-		probeCtx, stopProbes := context.WithCancel(ctx)
-		defer stopProbes()
-		go prober.Run(probeCtx)
+	prober, stopProbes, err := r.startProber(ctx, rd, u)
+	if err != nil {
+		return err
 	}
+	defer stopProbes()
 	var dash http.Handler
 	if c.UI {
 		// The dashboard shows what the topology API tells, plus the
@@ -163,31 +150,7 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 		go d.Run(uiCtx)
 		dash = d.Handler()
 	}
-	api := httpserve.MiddlewareWithRecords(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch p := req.URL.Path; {
-		case p == "/api/v1/locate":
-			locate.ServeHTTP(w, req)
-		case p == "/api/v1/probes":
-			serveProbes(w, req, prober)
-		case dash != nil && (p == "/ui" || strings.HasPrefix(p, "/ui/")):
-			dash.ServeHTTP(w, req)
-		default:
-			gated.ServeHTTP(w, req)
-		}
-	}), r.log.With("component", "access"), m, httpserve.Records{
-		// Client requests, not the federation's API (heartbeats, locate)
-		// or the dashboard.
-		Sink: sinkOf(r.records), Skip: func(req *http.Request) bool {
-			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
-		},
-		Sessions: r.mon.httpSessions(r.records),
-		// The federation's own API (membership, lookups, digests, the
-		// topology) at debug level; an admin's acts stay in the log.
-		Routine: func(req *http.Request) bool {
-			p := req.URL.Path
-			return strings.HasPrefix(p, "/api/v1/") && !strings.HasPrefix(p, "/api/v1/admin/")
-		},
-	})
+	api := r.apiHandler(locate, gated, prober, dash, m)
 	hc := config.Default().Server.HTTP
 	hc.MaxHeaderBytes = 64 << 10
 	hs := newHTTPServer(frontDoor(r.reg, r.mon.handlers(nil), api), hc, m, r.log)
@@ -215,6 +178,61 @@ func (r *Redirector) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	r.log.Info("redirector serving", "url", u, "id", rd.ID(), "parents", len(c.Join), "static_members", len(static), "cmsd_listen", r.CmsdAddr())
 	return serveHTTP(ctx, r.log, hs, ln, c.ShutdownTimeout, rd.Stop)
+}
+
+// startProber runs the redirector's probes of its members when
+// redirector.probe.path is set (nil otherwise); stop ends them.
+func (r *Redirector) startProber(ctx context.Context, rd *redirector.Redirector, u string) (prober *probe.Prober, stop func(), err error) {
+	pc := r.cfg.Probe
+	if pc.Path == "" {
+		return nil, func() {}, nil
+	}
+	po := probe.Options{Redirector: u, Path: pc.Path, Write: pc.Write, Every: pc.Every, Timeout: pc.Timeout,
+		Members: func(ctx context.Context) []fed.Node { return probe.Flatten(rd.Topology(ctx, 8)) },
+		Log:     r.log.With("component", "probe"), Registry: r.reg}
+	if pc.TokenFile != "" {
+		po.Token = func() (string, error) {
+			b, err := os.ReadFile(pc.TokenFile)
+			return strings.TrimSpace(string(b)), err
+		}
+	}
+	if prober, err = probe.New(po); err != nil {
+		return nil, nil, err
+	}
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	go prober.Run(probeCtx)
+	return prober, stopProbes, nil
+}
+
+// apiHandler routes the redirector's HTTP requests (locate, probes, the
+// dashboard when dash is set, the rest to the gated core) behind the
+// access log and the records.
+func (r *Redirector) apiHandler(locate, gated http.Handler, prober *probe.Prober, dash http.Handler, m *metrics.HTTP) http.Handler {
+	return httpserve.MiddlewareWithRecords(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch p := req.URL.Path; {
+		case p == "/api/v1/locate":
+			locate.ServeHTTP(w, req)
+		case p == "/api/v1/probes":
+			serveProbes(w, req, prober)
+		case dash != nil && (p == "/ui" || strings.HasPrefix(p, "/ui/")):
+			dash.ServeHTTP(w, req)
+		default:
+			gated.ServeHTTP(w, req)
+		}
+	}), r.log.With("component", "access"), m, httpserve.Records{
+		// Client requests, not the federation's API (heartbeats, locate)
+		// or the dashboard.
+		Sink: sinkOf(r.records), Skip: func(req *http.Request) bool {
+			return strings.HasPrefix(req.URL.Path, "/api/") || dash != nil && strings.HasPrefix(req.URL.Path, "/ui")
+		},
+		Sessions: r.mon.httpSessions(r.records),
+		// The federation's own API (membership, lookups, digests, the
+		// topology) at debug level; an admin's acts stay in the log.
+		Routine: func(req *http.Request) bool {
+			p := req.URL.Path
+			return strings.HasPrefix(p, "/api/v1/") && !strings.HasPrefix(p, "/api/v1/admin/")
+		},
+	})
 }
 
 // rootServer answers root:// clients with kXR_redirect to the same
