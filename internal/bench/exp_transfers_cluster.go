@@ -271,50 +271,11 @@ func (c *clusterEnv) run(ctx context.Context, run clusterRun) error {
 		}
 	}
 	submitted := time.Since(t0)
-	kills, restart := 0, time.Duration(0)
-	nextKill := t0.Add(c.killEvery)
-	sample := time.NewTicker(time.Second)
-	defer sample.Stop()
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
 	total := c.small + c.large
 	ideal := float64(int64(c.small)*c.smallSize+int64(c.large)*c.largeSize) / (netLinkMBs(c.cfg) * 1e6)
-	deadline := t0.Add(10*time.Minute + time.Duration(30*ideal*float64(time.Second)))
-	for {
-		var open int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE state NOT IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED')`).Scan(&open); err != nil {
-			return err
-		}
-		if open == 0 {
-			break
-		}
-		now := time.Now()
-		if now.After(deadline) {
-			return fmt.Errorf("jobs not done after %v: %d open", now.Sub(t0).Round(time.Second), open)
-		}
-		if run.kills && now.After(nextKill) {
-			in := insts[kills%len(insts)]
-			k0 := time.Now()
-			_ = in.p.cmd.Process.Signal(syscall.SIGKILL)
-			<-in.p.done
-			if err := c.start(ctx, run, kills%len(insts), in, dsn); err != nil {
-				return err
-			}
-			restart += time.Since(k0)
-			kills++
-			nextKill = k0.Add(c.killEvery) // from this kill: no catching up after a slow restart
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-poll.C:
-		case now := <-sample.C:
-			var fin, active int
-			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*) FILTER (WHERE state = 'ACTIVE') FROM files`).Scan(&fin, &active); err != nil {
-				return err
-			}
-			r.Row("kind", "cluster-sample", "run", run.String(), "t_s", netRound(now.Sub(t0).Seconds(), 1), "finished", fin, "active", active)
-		}
+	kills, restart, err := c.await(ctx, run, db, insts, dsn, t0, t0.Add(10*time.Minute+time.Duration(30*ideal*float64(time.Second))))
+	if err != nil {
+		return err
 	}
 	secs := time.Since(t0).Seconds()
 	for _, in := range insts {
@@ -337,6 +298,56 @@ func (c *clusterEnv) run(ctx context.Context, run clusterRun) error {
 	os.RemoveAll(small)
 	os.RemoveAll(large)
 	return nil
+}
+
+// await waits until every job of run has ended (or deadline passes),
+// killing an instance every killEvery (run.kills) and starting it again,
+// and records a sample of the files each second. It returns the kills
+// and the time their restarts took.
+func (c *clusterEnv) await(ctx context.Context, run clusterRun, db *pgx.Conn, insts []*instance, dsn string, t0, deadline time.Time) (kills int, restart time.Duration, err error) {
+	r := c.r
+	nextKill := t0.Add(c.killEvery)
+	sample := time.NewTicker(time.Second)
+	defer sample.Stop()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		var open int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE state NOT IN ('FINISHED', 'FINISHEDDIRTY', 'FAILED', 'CANCELED')`).Scan(&open); err != nil {
+			return kills, restart, err
+		}
+		if open == 0 {
+			break
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			return kills, restart, fmt.Errorf("jobs not done after %v: %d open", now.Sub(t0).Round(time.Second), open)
+		}
+		if run.kills && now.After(nextKill) {
+			in := insts[kills%len(insts)]
+			k0 := time.Now()
+			_ = in.p.cmd.Process.Signal(syscall.SIGKILL)
+			<-in.p.done
+			if err := c.start(ctx, run, kills%len(insts), in, dsn); err != nil {
+				return kills, restart, err
+			}
+			restart += time.Since(k0)
+			kills++
+			nextKill = k0.Add(c.killEvery) // from this kill: no catching up after a slow restart
+		}
+		select {
+		case <-ctx.Done():
+			return kills, restart, context.Cause(ctx)
+		case <-poll.C:
+		case now := <-sample.C:
+			var fin, active int
+			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'FINISHED'), count(*) FILTER (WHERE state = 'ACTIVE') FROM files`).Scan(&fin, &active); err != nil {
+				return kills, restart, err
+			}
+			r.Row("kind", "cluster-sample", "run", run.String(), "t_s", netRound(now.Sub(t0).Seconds(), 1), "finished", fin, "active", active)
+		}
+	}
+	return kills, restart, nil
 }
 
 // start starts (or starts again) instance i of run on its address.
