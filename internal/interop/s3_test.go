@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -271,71 +272,116 @@ log:
 // download breaks off after a prefix of the old version, never mixing the
 // two. MinIO holds a replacement until the GET streaming the object ends,
 // so it lands between two of wanda's GETs (windows of 64 MiB), and the
-// next one fails its If-Match.
+// next one fails its If-Match. Whether the replacement wins MinIO's lock
+// before wanda's next GET is MinIO's timing: every attempt must give a
+// prefix of the old version, and one of at most five must break off.
 func TestS3ReplacedMidRead(t *testing.T) {
 	s := s3test.Start(t)
 	bucket := s.Bucket(t)
 	v1, v2 := randomBytes(70<<20, 1), randomBytes(70<<20, 2)
-	putObj := func(data []byte) {
-		t.Helper()
-		if _, err := s.Client.PutObject(t.Context(), bucket, "pre/f.bin", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
+	p := startS3Server(t, s, bucket)
+	for attempt := 1; attempt <= 5; attempt++ {
+		got, err := replaceMidRead(t, s, bucket, p.URL, v1, v2)
+		if len(got) > len(v1) || !bytes.Equal(got, v1[:len(got)]) {
+			t.Fatalf("attempt %d: the %d bytes received are not the old version's prefix", attempt, len(got))
+		}
+		t.Logf("attempt %d: %d of %d bytes, then %v", attempt, len(got), len(v1), err)
+		if err != nil {
+			return
+		}
+		if len(got) != len(v1) {
+			t.Fatalf("attempt %d: a clean end after %d of %d bytes", attempt, len(got), len(v1))
 		}
 	}
-	putObj(v1)
-	p := startS3Server(t, s, bucket)
+	t.Error("five downloads of a replaced object all ended cleanly: the replacement never reached wanda's next GET")
+}
+
+// replaceMidRead puts v1, downloads it through wanda and replaces it with
+// v2 in the middle: it returns the bytes received and how the download
+// ended (nil for a clean end).
+func replaceMidRead(t *testing.T, s *s3test.Server, bucket, url string, v1, v2 []byte) ([]byte, error) {
+	t.Helper()
+	put := func(data []byte, sent chan<- struct{}) error {
+		var r io.Reader = bytes.NewReader(data)
+		if sent != nil {
+			r = &eofSignal{r: r, sent: sent}
+		}
+		_, err := s.Client.PutObject(t.Context(), bucket, "pre/f.bin", r, int64(len(data)), minio.PutObjectOptions{})
+		return err
+	}
+	if err := put(v1, nil); err != nil {
+		t.Fatal(err)
+	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 2 * time.Minute}
-	resp, err := hc.Get(p.URL + "/store/f.bin")
+	resp, err := hc.Get(url + "/store/f.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	head := make([]byte, 1<<20)
-	if _, err := io.ReadFull(resp.Body, head); err != nil {
+	got := make([]byte, 1<<20)
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
 		t.Fatal(err)
 	}
-	replaced := make(chan time.Duration, 1)
-	go func() {
-		start := time.Now()
-		putObj(v2)
-		replaced <- time.Since(start)
-	}()
-	// Read on; slowly from 56 MiB until the replacement is in, so that
-	// wanda, blocked writing to us after its first 64 MiB window, leaves
-	// MinIO's lock to the replacement before it asks for the next one.
-	got := head
-	var took time.Duration
-	done := false
+	sent, replaced := make(chan struct{}), make(chan error, 1)
+	go func() { replaced <- put(v2, sent) }()
+	// Read on to 56 MiB; wait there until MinIO has all of the
+	// replacement (it only waits for the lock then), and read slowly on
+	// until it is in, so that wanda, blocked writing to us after its first
+	// 64 MiB window, leaves MinIO's lock to the replacement before it asks
+	// for the next one.
 	buf := make([]byte, 256<<10)
+	waited, done := false, false
 	for {
-		if !done && len(got) >= 56<<20 {
+		if !waited && len(got) >= 56<<20 {
 			select {
-			case took = <-replaced:
+			case <-sent:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the replacement's upload did not end in 30 s")
+			}
+			waited = true
+		}
+		if waited && !done {
+			select {
+			case perr := <-replaced:
+				if perr != nil {
+					t.Fatal(perr)
+				}
 				done = true
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 		n, rerr := resp.Body.Read(buf)
 		got = append(got, buf[:n]...)
+		if rerr == io.EOF {
+			rerr = nil
+			break
+		}
 		if rerr != nil {
 			err = rerr
-			if err == io.EOF {
-				err = nil
-			}
 			break
 		}
 	}
 	if !done {
-		took = <-replaced
+		if perr := <-replaced; perr != nil {
+			t.Fatal(perr)
+		}
 	}
-	t.Logf("the replacement took %v", took)
-	if err == nil {
-		t.Errorf("the download of a replaced object ended cleanly with %d of %d bytes", len(got), len(v1))
+	return got, err
+}
+
+// eofSignal closes sent when its reader has given all its bytes.
+type eofSignal struct {
+	r    io.Reader
+	sent chan<- struct{}
+	once sync.Once
+}
+
+func (e *eofSignal) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.once.Do(func() { close(e.sent) })
 	}
-	if len(got) > len(v1) || !bytes.Equal(got, v1[:len(got)]) {
-		t.Errorf("the %d bytes received are not the old version's prefix", len(got))
-	}
-	t.Logf("%d of %d bytes, then %v", len(got), len(v1), err)
+	return n, err
 }
 
 // An S3 export joins a redirector like any export, and a cache in front
