@@ -241,6 +241,18 @@ func retryPorts(n int, start func(ports []int) error) error {
 	return err
 }
 
+// retryCrashed runs start again (up to three times in all) while it
+// fails for a crash at start: for daemons that must keep their ports.
+func retryCrashed(start func() error) error {
+	var err error
+	for range 3 {
+		if err = start(); !errors.Is(err, errCrashed) {
+			return err
+		}
+	}
+	return err
+}
+
 // lockedBuffer collects a child's output; safe to read while written.
 type lockedBuffer struct {
 	mu sync.Mutex

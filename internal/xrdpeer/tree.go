@@ -184,10 +184,14 @@ func (m *Manager) Kill() {
 	}
 }
 
-// Restart starts the daemons again on the same ports (after Kill).
+// Restart starts the daemons again on the same ports (after Kill); a
+// start that crashes (as XRootD 5.5.3's xrootd sometimes does in its
+// first milliseconds) is tried again, three times in all.
 func (m *Manager) Restart(ctx context.Context) error {
-	m.stop()
-	return m.start(ctx)
+	return retryCrashed(func() error {
+		m.stop()
+		return m.start(ctx)
+	})
 }
 
 // WaitLog polls the manager's cmsd log until it has every one of subs.
