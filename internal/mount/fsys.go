@@ -174,6 +174,16 @@ func (f *fsys) dropWriters() {
 	}
 }
 
+// fail is errno for an operation on n; an error it does not know (EIO)
+// is logged, since the caller only sees "input/output error".
+func (n *node) fail(op string, err error) syscall.Errno {
+	e := errno(err)
+	if e == syscall.EIO {
+		n.fsys.o.Log.Warn("mount: "+op+" failed", "path", n.logical(), "err", err)
+	}
+	return e
+}
+
 // errno maps an error of the engine, the block cache or the local disk to
 // what a system call returns. What is not known is EIO.
 func errno(err error) syscall.Errno {
