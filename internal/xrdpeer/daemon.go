@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,25 +229,25 @@ func freePorts(n int) ([]int, error) {
 // retryPorts runs start with n fresh ports, again (up to three times in
 // all) while it fails for a port taken meanwhile or a crash at start.
 func retryPorts(n int, start func(ports []int) error) error {
-	var err error
-	for range 3 {
-		var ports []int
-		if ports, err = freePorts(n); err != nil {
+	return retryOn(func() error {
+		ports, err := freePorts(n)
+		if err != nil {
 			return err
 		}
-		if err = start(ports); !errors.Is(err, errPortInUse) && !errors.Is(err, errCrashed) {
-			return err
-		}
-	}
-	return err
+		return start(ports)
+	}, errPortInUse, errCrashed)
 }
 
 // retryCrashed runs start again (up to three times in all) while it
 // fails for a crash at start: for daemons that must keep their ports.
-func retryCrashed(start func() error) error {
+func retryCrashed(start func() error) error { return retryOn(start, errCrashed) }
+
+// retryOn runs start, again (up to three times in all) while it fails
+// with one of retryable.
+func retryOn(start func() error, retryable ...error) error {
 	var err error
 	for range 3 {
-		if err = start(); !errors.Is(err, errCrashed) {
+		if err = start(); !slices.ContainsFunc(retryable, func(r error) bool { return errors.Is(err, r) }) {
 			return err
 		}
 	}

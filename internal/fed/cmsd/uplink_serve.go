@@ -182,12 +182,10 @@ func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths stri
 		}
 		return u.sendAvail(l)
 	}
-	if err := report(true); err != nil {
-		_ = l.close() // the reader ends the session (and logs in again)
-		return
-	}
-	for {
-		var err error
+	// Any failure, the first report's too, closes the link: the reader
+	// then ends the session (and logs in again).
+	err := report(true)
+	for err == nil {
 		select {
 		case <-ctx.Done():
 			return
@@ -200,20 +198,18 @@ func (u *Uplink) writer(ctx context.Context, l *link, suspended bool, paths stri
 			if n.present {
 				code, mod = cms.CodeHave, cms.HaveOnline
 			}
-			var f cms.Frame
-			if f, err = pathFrame(0, code, mod, n.path); err != nil {
-				u.log.Debug("notice not sent", "path", n.path, "err", err)
-				err = nil
+			f, ferr := pathFrame(0, code, mod, n.path)
+			if ferr != nil {
+				u.log.Debug("notice not sent", "path", n.path, "err", ferr)
 				continue
 			}
 			err = l.send(f)
 		}
-		if err != nil {
-			_ = l.close() // the reader ends the session
-			return
+		if err == nil {
+			u.setStatus(func(st *fed.ParentStatus) { st.LastOK = time.Now() })
 		}
-		u.setStatus(func(st *fed.ParentStatus) { st.LastOK = time.Now() })
 	}
+	_ = l.close()
 }
 
 // sendStatus tells the manager of a drain (suspend) or its end (resume,

@@ -151,7 +151,6 @@ func (s *Store) prepare(queries []string) {
 	}
 }
 
-// wtx is a write transaction that runs the Store's prepared statements.
 // execSome runs q in tx; no row changed is store.ErrNotFound.
 func execSome(ctx context.Context, tx *wtx, q string, args ...any) error {
 	res, err := tx.ExecContext(ctx, q, args...)
@@ -164,6 +163,7 @@ func execSome(ctx context.Context, tx *wtx, q string, args ...any) error {
 	return nil
 }
 
+// wtx is a write transaction that runs the Store's prepared statements.
 type wtx struct {
 	*sql.Tx
 	stmts  map[string]*sql.Stmt // read only
