@@ -174,12 +174,12 @@ func (f *fsys) dropWriters() {
 	}
 }
 
-// fail is errno for an operation on n; an error it does not know (EIO)
-// is logged, since the caller only sees "input/output error".
-func (n *node) fail(op string, err error) syscall.Errno {
+// fail is errno for an operation on path; an error it does not know
+// (EIO) is logged, since the caller only sees "input/output error".
+func (f *fsys) fail(op, path string, err error) syscall.Errno {
 	e := errno(err)
 	if e == syscall.EIO {
-		n.fsys.o.Log.Warn("mount: "+op+" failed", "path", n.logical(), "err", err)
+		f.o.Log.Warn("mount: "+op+" failed", "path", path, "err", err)
 	}
 	return e
 }

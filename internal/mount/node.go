@@ -127,7 +127,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	p := n.child(name)
 	in, err := n.fsys.stat(ctx, p)
 	if err != nil {
-		return nil, n.fail("lookup", err)
+		return nil, n.fsys.fail("lookup", p, err)
 	}
 	n.fsys.fillAttr(&out.Attr, in)
 	ch := n.NewInode(ctx, &node{fsys: n.fsys}, fs.StableAttr{Mode: stableMode(in)})
@@ -141,7 +141,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	}
 	in, err := n.fsys.stat(ctx, n.logical())
 	if err != nil {
-		return n.fail("getattr", err)
+		return n.fsys.fail("getattr", n.logical(), err)
 	}
 	n.fsys.fillAttr(&out.Attr, in)
 	return 0
@@ -160,13 +160,13 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		if h, ok := fh.(*writeHandle); ok {
 			if err := h.w.truncate(int64(size)); err != nil {
-				return n.fail("setattr", err)
+				return n.fsys.fail("setattr", n.logical(), err)
 			}
 		} else {
 			// truncate(2) of a file not open: rewrite it whole now.
 			w, err := n.openWriter(ctx, size == 0)
 			if err != nil {
-				return n.fail("setattr", err)
+				return n.fsys.fail("setattr", n.logical(), err)
 			}
 			err = w.truncate(int64(size))
 			if err == nil {
@@ -174,7 +174,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			}
 			w.release()
 			if err != nil {
-				return n.fail("setattr", err)
+				return n.fsys.fail("setattr", n.logical(), err)
 			}
 		}
 	}
@@ -185,7 +185,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	p := n.logical()
 	ls, err := n.fsys.list(ctx, p)
 	if err != nil {
-		return nil, n.fail("readdir", err)
+		return nil, n.fsys.fail("readdir", p, err)
 	}
 	seen := make(map[string]bool, len(ls))
 	out := make([]fuse.DirEntry, 0, len(ls))

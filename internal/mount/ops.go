@@ -22,7 +22,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	err := n.fsys.c.Mkdir(ctx, n.fsys.url(p), false)
 	n.fsys.changed(p)
 	if err != nil {
-		return nil, n.fail("mkdir", err)
+		return nil, n.fsys.fail("mkdir", p, err)
 	}
 	ch := n.NewInode(ctx, &node{fsys: n.fsys}, fs.StableAttr{Mode: syscall.S_IFDIR})
 	n.entryOut(out, client.Info{IsDir: true})
@@ -47,7 +47,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	in, err := n.fsys.c.StatNoSums(ctx, n.fsys.url(p))
 	if err != nil {
 		n.fsys.changed(p)
-		return n.fail("unlink", err)
+		return n.fsys.fail("unlink", p, err)
 	}
 	if in.IsDir {
 		return syscall.EISDIR
@@ -55,7 +55,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	// recursive: no second stat; it is a file.
 	err = n.fsys.c.Remove(ctx, n.fsys.url(p), true)
 	n.fsys.changed(p)
-	return n.fail("unlink", err)
+	return n.fsys.fail("unlink", p, err)
 }
 
 // Rmdir removes an empty directory (DELETE of a collection would take
@@ -67,21 +67,21 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	p := n.child(name)
 	in, err := n.fsys.c.StatNoSums(ctx, n.fsys.url(p))
 	if err != nil {
-		return n.fail("rmdir", err)
+		return n.fsys.fail("rmdir", p, err)
 	}
 	if !in.IsDir {
 		return syscall.ENOTDIR
 	}
 	ls, err := n.fsys.c.List(ctx, n.fsys.url(p))
 	if err != nil {
-		return n.fail("rmdir", err)
+		return n.fsys.fail("rmdir", p, err)
 	}
 	if len(ls) > 0 {
 		return syscall.ENOTEMPTY
 	}
 	err = n.fsys.c.Remove(ctx, n.fsys.url(p), true)
 	n.fsys.changed(p)
-	return n.fail("rmdir", err)
+	return n.fsys.fail("rmdir", p, err)
 }
 
 // Rename moves on the server (MOVE with Overwrite, kXR_mv); a file
@@ -105,7 +105,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if _, err := n.fsys.c.StatNoSums(ctx, n.fsys.url(to)); err == nil {
 			return syscall.EEXIST
 		} else if !errors.Is(err, client.ErrNotFound) {
-			return n.fail("rename", err)
+			return n.fsys.fail("rename", to, err)
 		}
 	}
 	if w := n.pending(name); w != nil && w.isCreated() {
@@ -120,5 +120,5 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errors.Is(err, errors.ErrUnsupported) {
 		return syscall.EXDEV
 	}
-	return n.fail("rename", err)
+	return n.fsys.fail("rename", from, err)
 }

@@ -26,7 +26,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		w, err := n.openWriter(ctx, flags&syscall.O_TRUNC != 0)
 		if err != nil {
 			n.io.closed(false)
-			return nil, 0, n.fail("open", err)
+			return nil, 0, n.fsys.fail("open", n.logical(), err)
 		}
 		h := &writeHandle{w: w, write: true}
 		h.procs.opened(ctx)
@@ -43,12 +43,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	p := n.logical()
 	f, err := n.fsys.be.Open(ctx, strings.TrimPrefix(p, "/"))
 	if err != nil {
-		return nil, 0, n.fail("open", err)
+		return nil, 0, n.fsys.fail("open", p, err)
 	}
 	h, err := newReadHandle(f)
 	if err != nil {
 		f.Close()
-		return nil, 0, n.fail("open", err)
+		return nil, 0, n.fsys.fail("open", p, err)
 	}
 	h.n = n
 	c, _ := f.(completer)
@@ -115,14 +115,14 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if h.rr != nil {
 		direct, err := h.rr.FillOrRead(ctx, dest[:n], off)
 		if err != nil {
-			return nil, h.n.fail("read", err)
+			return nil, h.n.fsys.fail("read", h.n.logical(), err)
 		}
 		if direct {
 			h.n.fsys.rangeReads.Add(1)
 			return fuse.ReadResultData(dest[:n]), 0
 		}
 	} else if err := h.fill.Fill(ctx, []storage.Span{{Off: off, Len: n}}); err != nil {
-		return nil, h.n.fail("read", err)
+		return nil, h.n.fsys.fail("read", h.n.logical(), err)
 	}
 	return fuse.ReadResultFd(h.fd.Fd(), off, int(n)), 0
 }

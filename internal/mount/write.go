@@ -151,7 +151,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	st, err := n.fsys.newStaging()
 	if err != nil {
-		return nil, nil, 0, n.fail("create", err)
+		return nil, nil, 0, n.fsys.fail("create", n.child(name), err)
 	}
 	cn := &node{fsys: n.fsys}
 	cn.io.cached = 1 // this handle; no one else knows the node yet
