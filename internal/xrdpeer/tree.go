@@ -341,28 +341,11 @@ func StartNode(ctx context.Context, o NodeOptions) (*Server, error) {
 		s.daemons = nil
 		port := ports[0]
 		s.Addr = loopback(port)
-		lines := []string{
-			"all.role server",
-			"all.manager " + o.Manager,
-			"all.export " + o.Export,
-			"xrd.port " + strconv.Itoa(port) + " if exec xrootd",
-			"oss.localroot " + o.Dir,
-			"all.adminpath " + admin,
-			"all.pidpath " + admin,
-			"xrd.allow host localhost",
-			"cms.allow host localhost",
-			"xrootd.chksum adler32",
-		}
-		if o.Site != "" {
-			lines = append(lines, "all.sitename "+o.Site)
-		}
 		if o.HTTP {
-			lines = append(lines, "if exec xrootd", "xrd.protocol XrdHttp:"+strconv.Itoa(port)+" libXrdHttp.so", "fi", "http.listingdeny false")
 			s.HTTP = "http://" + s.Addr
 		}
-		cfg := strings.Join(append(lines, o.Extra...), "\n") + "\n"
 		cfgPath := filepath.Join(admin, "node.cfg")
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(nodeConfig(o, admin, port)), 0o644); err != nil {
 			return err
 		}
 		sock := filepath.Join(admin, ".olb", "olbd.admin")
@@ -397,6 +380,31 @@ func StartNode(ctx context.Context, o NodeOptions) (*Server, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// nodeConfig is a data server's configuration under o.Manager, its
+// daemons' files in admin, xrootd (and XrdHttp with o.HTTP) on port.
+func nodeConfig(o NodeOptions, admin string, port int) string {
+	lines := []string{
+		"all.role server",
+		"all.manager " + o.Manager,
+		"all.export " + o.Export,
+		"xrd.port " + strconv.Itoa(port) + " if exec xrootd",
+		"oss.localroot " + o.Dir,
+		"all.adminpath " + admin,
+		"all.pidpath " + admin,
+		"xrd.allow host localhost",
+		"cms.allow host localhost",
+		"xrootd.chksum adler32",
+	}
+	if o.Site != "" {
+		lines = append(lines, "all.sitename "+o.Site)
+	}
+	if o.HTTP {
+		// Inside `if exec xrootd`: cmsd reads the same file.
+		lines = append(lines, "if exec xrootd", "xrd.protocol XrdHttp:"+strconv.Itoa(port)+" libXrdHttp.so", "fi", "http.listingdeny false")
+	}
+	return strings.Join(append(lines, o.Extra...), "\n") + "\n"
 }
 
 // Kill ends the server's daemons at once with SIGKILL, as a crash would.
