@@ -43,8 +43,9 @@ type fsys struct {
 	passthrough atomic.Bool
 	// passOpens counts the opens in passthrough, reads the reads that
 	// reached the daemon (read.go), rangeReads those of them served by a
-	// request for their range (not their blocks).
-	passOpens, reads, rangeReads atomic.Int64
+	// request for their range (not their blocks), lookups the kernel's
+	// lookups that asked the server.
+	passOpens, reads, rangeReads, lookups atomic.Int64
 
 	// downUntil (unix ns): the server failed moments ago (see downFor).
 	downUntil atomic.Int64

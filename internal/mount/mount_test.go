@@ -242,10 +242,11 @@ func testNamespace(t *testing.T, scheme string) {
 }
 
 // Attributes, entries and "not found" are kept for their TTLs, then asked
-// again: a file made on the server shows up after the negative TTL.
+// again: a file made on the server shows up after the negative TTL; a
+// file looked up again keeps its inode until it changes.
 func TestMetadataTTL(t *testing.T) {
 	s, data, _ := startServer(t)
-	_, mnt := mountT(t, s.URL+"/data", func(o *Options) {
+	m, mnt := mountT(t, s.URL+"/data", func(o *Options) {
 		o.AttrTTL, o.NegativeTTL = 300*time.Millisecond, 300*time.Millisecond
 	})
 	p := filepath.Join(mnt, "later")
@@ -255,17 +256,42 @@ func TestMetadataTTL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "later"), []byte("12345"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var ino uint64
 	waitFor(t, 5*time.Second, "the new file in the mount", func() bool {
 		fi, err := os.Stat(p)
+		if err == nil {
+			ino = fi.Sys().(*syscall.Stat_t).Ino
+		}
 		return err == nil && fi.Size() == 5
 	})
-	// Changed on the server: the new size and bytes show after the TTL.
+	// Looked up again when its entry expires, the same file is the same
+	// inode (its page cache and open files stay with it).
+	lookups := m.fsys.lookups.Load()
+	waitFor(t, 5*time.Second, "two more lookups of the file", func() bool {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Sys().(*syscall.Stat_t).Ino; got != ino {
+			t.Fatalf("inode %d after the entry expired, was %d", got, ino)
+		}
+		return m.fsys.lookups.Load() >= lookups+2
+	})
+	// Changed on the server: the new size and bytes show after the TTL,
+	// in a new inode.
 	if err := os.WriteFile(filepath.Join(data, "later"), []byte("1234567"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the new version in the mount", func() bool {
 		b, err := os.ReadFile(p)
 		return err == nil && string(b) == "1234567"
+	})
+	waitFor(t, 5*time.Second, "the changed file in a new inode", func() bool {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino != ino
 	})
 }
 

@@ -20,6 +20,22 @@ type node struct {
 	fsys *fsys
 	wmu  sync.Mutex // serializes the opens that make a writer
 	io   ioMode     // open files, passthrough or not (passthrough.go)
+	// seen is what the lookup that made the node found (set before the
+	// node is known, never changed); a node made by Create has none.
+	seen *client.Info
+}
+
+// sameAs reports whether a lookup that finds in may answer with this
+// node: a directory stays one node; a file while its version (size,
+// mtime, ETag) is the one the node was made for. A changed file gets a
+// new node, so that an inode's open files (its passthrough backing file,
+// its page cache) are always of one version, and readers of the old one
+// go on reading it.
+func (n *node) sameAs(in client.Info) bool {
+	if n.seen == nil || n.seen.IsDir != in.IsDir {
+		return false
+	}
+	return in.IsDir || n.seen.Size == in.Size && n.seen.ModTime.Equal(in.ModTime) && n.seen.ETag == in.ETag
 }
 
 var (
@@ -129,8 +145,20 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, n.fsys.fail("lookup", p, err)
 	}
+	n.fsys.lookups.Add(1)
 	n.fsys.fillAttr(&out.Attr, in)
-	ch := n.NewInode(ctx, &node{fsys: n.fsys}, fs.StableAttr{Mode: stableMode(in)})
+	// The kernel looks a name up again when its entry expires: the same
+	// file answers with the same node, which keeps its inode number, its
+	// page cache and its count of open files (ioMode) for the kernel's
+	// next opens.
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok && cn.sameAs(in) {
+			return ch, 0
+		}
+	}
+	seen := in
+	seen.Sums, seen.Alternates = nil, nil
+	ch := n.NewInode(ctx, &node{fsys: n.fsys, seen: &seen}, fs.StableAttr{Mode: stableMode(in)})
 	return ch, 0
 }
 
