@@ -20,22 +20,28 @@ type node struct {
 	fsys *fsys
 	wmu  sync.Mutex // serializes the opens that make a writer
 	io   ioMode     // open files, passthrough or not (passthrough.go)
-	// seen is what the lookup that made the node found (set before the
-	// node is known, never changed); a node made by Create has none.
-	seen *client.Info
+	// ver is the version the lookup that made the node found (set before
+	// the node is known, never changed); a node made by Create has none.
+	ver *version
 }
 
-// sameAs reports whether a lookup that finds in may answer with this
-// node: a directory stays one node; a file while its version (size,
-// mtime, ETag) is the one the node was made for. A changed file gets a
-// new node, so that an inode's open files (its passthrough backing file,
-// its page cache) are always of one version, and readers of the old one
-// go on reading it.
-func (n *node) sameAs(in client.Info) bool {
-	if n.seen == nil || n.seen.IsDir != in.IsDir {
-		return false
+// version is what tells a lookup that a name is still the file (or
+// directory) its node was made for: a directory stays one node; a file
+// while its size, mtime and ETag are the same. A changed file gets a new
+// node, so that an inode's open files (its passthrough backing file, its
+// page cache) are always of one version, and readers of the old one go
+// on reading it.
+type version struct {
+	dir         bool
+	size, mtime int64
+	etag        string
+}
+
+func versionOf(in client.Info) *version {
+	if in.IsDir {
+		return &version{dir: true}
 	}
-	return in.IsDir || n.seen.Size == in.Size && n.seen.ModTime.Equal(in.ModTime) && n.seen.ETag == in.ETag
+	return &version{size: in.Size, mtime: in.ModTime.UnixNano(), etag: in.ETag}
 }
 
 var (
@@ -151,14 +157,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	// file answers with the same node, which keeps its inode number, its
 	// page cache and its count of open files (ioMode) for the kernel's
 	// next opens.
+	ver := versionOf(in)
 	if ch := n.GetChild(name); ch != nil {
-		if cn, ok := ch.Operations().(*node); ok && cn.sameAs(in) {
+		if cn, ok := ch.Operations().(*node); ok && cn.ver != nil && *cn.ver == *ver {
 			return ch, 0
 		}
 	}
-	seen := in
-	seen.Sums, seen.Alternates = nil, nil
-	ch := n.NewInode(ctx, &node{fsys: n.fsys, seen: &seen}, fs.StableAttr{Mode: stableMode(in)})
+	ch := n.NewInode(ctx, &node{fsys: n.fsys, ver: ver}, fs.StableAttr{Mode: stableMode(in)})
 	return ch, 0
 }
 

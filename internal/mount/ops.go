@@ -24,7 +24,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, n.fsys.fail("mkdir", p, err)
 	}
-	ch := n.NewInode(ctx, &node{fsys: n.fsys, seen: &client.Info{IsDir: true}}, fs.StableAttr{Mode: syscall.S_IFDIR})
+	ch := n.NewInode(ctx, &node{fsys: n.fsys, ver: &version{dir: true}}, fs.StableAttr{Mode: syscall.S_IFDIR})
 	n.entryOut(out, client.Info{IsDir: true})
 	return ch, 0
 }
