@@ -31,7 +31,7 @@ packages:
 test: test-unit test-interop test-packages
 
 test-unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /internal/interop)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m $$($(GO) list ./... | grep -v /internal/interop)
 
 test-interop: build
 	$(GO) test -count=1 -timeout 15m ./internal/interop/...
